@@ -1,0 +1,58 @@
+// The manifest of DESIGN.md: parse (never throws, rejects anything odd) and
+// write in one canonical form (sorted keys, no spaces), so equal manifests are
+// equal bytes.
+//
+// {"sealfs":1,"files":{"kernel_lib.so":{"sha256":"…","size":16},
+//                      "device_kernel.cu":{"size":16},
+//                      "link":{"size":3,"symlink":"a/b"}},
+//  "accept":{"kernel_lib.so":{"sha256":"…","size":12}},   // optional, R6 swaps
+//  "name":"very-long-name…",                                // optional, hashed sidecars
+//  "cuda":{…}, …}                                           // optional extra sections
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/digest.hpp"
+#include "core/result.hpp"
+
+namespace sealfs {
+
+inline constexpr int kManifestVersion = 1;
+inline constexpr std::uint64_t kMaxManifestFileSize = 1ull << 50;  // sizes above are rejected
+inline constexpr std::size_t kMaxManifestBytes = 64u << 20;        // bigger manifests are rejected
+
+struct FileRecord {
+  std::uint64_t size = 0;
+  std::optional<Sha256> sha256;          // absent: size-only (profile says so)
+  std::optional<std::string> symlink;    // present: the object is a symlink with this target
+  bool operator==(const FileRecord&) const = default;
+};
+
+struct Manifest {
+  // Relative paths inside the entry ("kernel_lib.so", "sub/x.bin"), or for a
+  // file entry the file's own name. Components are never empty, ".", "..",
+  // and never contain '/' or NUL.
+  std::map<std::string, FileRecord> files;
+  // A second acceptable version per file, used only while a file entry is
+  // being replaced (R6): readers in the middle of the swap verify either.
+  std::map<std::string, FileRecord> accept;
+  // For sidecars named by a digest of a too-long file name: the real name.
+  std::optional<std::string> name;
+  // Further top-level sections (e.g. "cuda"), kept as canonical JSON text,
+  // keyed by section name. Unknown sections survive a parse/serialize trip.
+  std::map<std::string, std::string> extra;
+
+  bool operator==(const Manifest&) const = default;
+};
+
+Result<Manifest> parse_manifest(std::string_view json);  // EBADMSG with a reason on any defect
+std::string serialize_manifest(const Manifest& manifest);  // canonical bytes
+
+// True when rel is a relative path acceptable as a manifest key.
+bool is_valid_manifest_path(std::string_view rel);
+
+}  // namespace sealfs

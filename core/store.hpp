@@ -1,0 +1,179 @@
+// The backing store: the only code that touches B. Every access is relative to
+// a directory fd with *at() calls and no-follow flags, so no name from outside
+// can escape the root. This class holds every rule of DESIGN.md (R1–R10) that
+// does not need FUSE; fs/ maps FUSE requests onto these calls one to one.
+//
+// Directory fds passed in are O_PATH (or O_RDONLY) fds of directories inside
+// the root, as the daemon's inode table holds them. Names are single path
+// components: "", ".", ".." and anything containing '/' are refused (EINVAL).
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/manifest.hpp"
+#include "core/metrics.hpp"
+#include "core/profile.hpp"
+#include "core/result.hpp"
+#include "core/unique_fd.hpp"
+#include "core/validator.hpp"
+
+namespace sealfs {
+
+inline constexpr std::string_view kReservedPrefix = ".sealfs";
+inline constexpr std::string_view kStateDir = ".sealfs";                 // B/.sealfs/
+inline constexpr std::string_view kQuarantineDir = ".sealfs/quarantine";  // B/.sealfs/quarantine/
+inline constexpr std::string_view kDirManifest = ".sealfs-manifest";      // <entry>/.sealfs-manifest
+inline constexpr std::string_view kSidecarPrefix = ".sealfs-manifest.";   // <dir>/.sealfs-manifest.<name>
+
+bool is_reserved_name(std::string_view name);  // begins with ".sealfs"
+bool is_valid_name(std::string_view name);     // one component: not "", ".", "..", no '/' or NUL
+
+enum class Durability { fsync, none };
+enum class VerifyMode { changed, always };
+
+// What an object is, as the rules see it.
+enum class ObjectKind {
+  root,         // the backing root itself
+  container,    // directory outside any entry, without a manifest (never sealed)
+  dir_entry,    // directory holding .sealfs-manifest, verified
+  entry_dir,    // directory inside a valid entry
+  file_entry,   // regular file or symlink with a sidecar manifest, verified
+  entry_file,   // regular file or symlink listed in a valid entry's manifest
+  in_progress,  // regular file open for writing through M (R4)
+  volatile_obj, // anything in a volatile area: plain passthrough
+  special,      // FIFO or socket: shown as it is, never sealed (R10)
+};
+
+struct Found {
+  UniqueFd fd;        // O_PATH|O_NOFOLLOW fd of the backing object
+  struct stat st {};  // its backing attributes
+  ObjectKind kind = ObjectKind::container;
+};
+
+struct DirItem {
+  std::string name;
+  ino_t ino = 0;
+  unsigned char type = 0;  // DT_* value
+};
+
+// Something the kernel may hold in its caches and must forget: sent when the
+// store hides, quarantines or replaces an object.
+struct Invalidation {
+  dev_t parent_dev = 0;
+  ino_t parent_ino = 0;
+  std::string name;  // name in that parent; may be empty when unknown
+  dev_t dev = 0;     // the object itself
+  ino_t ino = 0;
+};
+
+struct FsckReport {
+  std::uint64_t entries = 0;      // entries checked
+  std::uint64_t valid = 0;
+  std::uint64_t invalid = 0;      // entries that fail verification (quarantined with repair)
+  std::uint64_t foreign = 0;      // unsealed regular files outside volatile areas
+  std::uint64_t quarantined = 0;  // moved to quarantine in this run
+  std::vector<std::string> problems;  // "<rel path>: <reason>", one per finding
+};
+
+struct StoreOptions {
+  Durability durability = Durability::fsync;
+  VerifyMode verify = VerifyMode::changed;
+  // How long a verified entry's verdict is trusted before its stamps are
+  // checked again (the mount's cache_timeout, R9).
+  std::chrono::nanoseconds verdict_ttl = std::chrono::seconds(1);
+  std::uint64_t quarantine_max_objects = 1000;  // oldest removed first beyond these
+  std::uint64_t quarantine_max_bytes = 1ull << 30;
+  ValidatorRegistry validators = default_validators();
+  // R4: true while (dev, ino) is open for writing through the mount.
+  std::function<bool(dev_t, ino_t)> in_progress;
+  // Called (from any thread, never under a store lock) when cached kernel
+  // state about an object must go. The daemon queues these; it must not
+  // block or call back into the store.
+  std::function<void(const Invalidation&)> on_invalidate;
+  // Tests only: called right after each named step of a transaction
+  // ("files_synced", "manifest_written", "renamed", "dir_synced", …). Return
+  // true to stop there as a crash would: no cleanup, error ECANCELED.
+  std::function<bool(std::string_view step)> fault_hook;
+};
+
+class Store {
+ public:
+  // Opens the backing directory (O_PATH|O_DIRECTORY), creates B/.sealfs/ and
+  // its quarantine if missing. ENOENT/ENOTDIR/EACCES with the path in the message.
+  static Result<std::unique_ptr<Store>> open(const std::string& backing_path, Profile profile,
+                                             StoreOptions options);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  int root_fd() const;
+  const Profile& profile() const;
+  const StoreOptions& options() const;
+  Metrics& metrics();
+
+  // ---- Visibility (R2, R3, R4, R7) -------------------------------------
+  // ENOENT when the child is absent or hidden. May hash and may quarantine
+  // an invalid entry (R2) before answering ENOENT.
+  Result<Found> lookup(int dir_fd, std::string_view name);
+  // The root, as lookup would describe it.
+  Result<Found> root();
+  // Children of a visible directory that lookup would show, without hashing
+  // (R8): reserved names, foreign files, unlisted entry files and entries
+  // known to be invalid are left out.
+  Result<std::vector<DirItem>> list(int dir_fd);
+  // Open a visible object for I/O with open(2) flags (O_CREAT/O_EXCL not
+  // allowed here). A read open of a sealed file checks its stamp (verify=changed)
+  // or rehashes it (verify=always); damage found now → quarantine and ENOENT.
+  Result<UniqueFd> open(int path_fd, int flags);
+
+  // ---- Creation (R5, R7, R10) ------------------------------------------
+  struct Created {
+    Found found;
+    UniqueFd open_fd;  // the file opened with the given flags
+  };
+  // Reserved name → EPERM; hidden object under the name → quarantined first.
+  Result<Created> create(int dir_fd, std::string_view name, mode_t mode, int flags);
+  Result<Found> mkdir(int dir_fd, std::string_view name, mode_t mode);
+  Result<Found> symlink(int dir_fd, std::string_view name, std::string_view target);
+  Result<Found> mknod(int dir_fd, std::string_view name, mode_t mode, dev_t rdev);  // devices: EPERM
+
+  // ---- Removal ----------------------------------------------------------
+  Status unlink(int dir_fd, std::string_view name);  // inside an entry: manifest first
+  Status rmdir(int dir_fd, std::string_view name);   // hidden/reserved leftovers removed (R5)
+
+  // ---- Publish (R1, R6, R10) ---------------------------------------------
+  // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.
+  Status rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd, std::string_view dst_name,
+                unsigned flags);
+  Result<Found> link(int src_path_fd, int dst_dir_fd, std::string_view dst_name);
+
+  // ---- In-place writes (R4) ----------------------------------------------
+  // path_fd: the file's O_PATH fd. seal: last close of a normal writer;
+  // abandon: last close of a writer that was killed or exited non-zero.
+  Status seal(int path_fd);
+  Status abandon(int path_fd);
+  // Truncate by path with no handle open: truncate, then re-seal at once.
+  Status truncate(int path_fd, off_t size);
+
+  // ---- Offline tools -------------------------------------------------------
+  Result<FsckReport> fsck(bool repair);
+  // Seal foreign content deliberately (trust on first use). rel paths relative
+  // to the root; empty = every foreign file and unsealed directory under the root.
+  Result<std::vector<std::string>> adopt(const std::vector<std::string>& rel_paths);
+
+ private:
+  struct Impl;
+  explicit Store(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sealfs

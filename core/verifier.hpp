@@ -1,0 +1,44 @@
+// The stamp cache of R8: a file is hashed when first needed and again only
+// when its stamp changes (or its ctime is too recent to trust). Many threads
+// asking for the same file at once cause one hash.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "core/digest.hpp"
+#include "core/metrics.hpp"
+#include "core/result.hpp"
+
+namespace sealfs {
+
+struct Stamp {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  struct timespec mtime {};
+  struct timespec ctime {};
+  static Stamp of(const struct stat& st);
+  bool operator==(const Stamp& o) const;
+};
+
+class Verifier {
+ public:
+  explicit Verifier(Metrics& metrics, std::size_t max_cached = 1u << 20);
+  ~Verifier();
+
+  // SHA-256 of the regular file open (O_RDONLY) as fd. Served from the cache
+  // when the stamp is unchanged and its ctime is at least one second older
+  // than now; force=true (verify=always) hashes regardless.
+  Result<Sha256> digest(int fd, bool force = false);
+  void forget(dev_t dev, ino_t ino);
+  std::size_t cached() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sealfs
