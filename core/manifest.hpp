@@ -50,9 +50,20 @@ struct Manifest {
 };
 
 Result<Manifest> parse_manifest(std::string_view json);  // EBADMSG with a reason on any defect
-std::string serialize_manifest(const Manifest& manifest);  // canonical bytes
+// Canonical bytes. Keys of `extra` that name a known section ("sealfs",
+// "files", "accept", "name") are skipped; an extra value that is not valid
+// JSON is written as null (parse_manifest never produces either).
+std::string serialize_manifest(const Manifest& manifest);
 
-// True when rel is a relative path acceptable as a manifest key.
+// Any JSON text in the canonical form used for Manifest::extra (object keys
+// sorted, no spaces); EBADMSG for invalid JSON, duplicate keys, nesting deeper
+// than 16 levels or text over kMaxManifestBytes. For building extra sections.
+Result<std::string> canonical_json(std::string_view json);
+
+// True when rel is a relative path acceptable as a manifest key: '/'-separated
+// components, none empty, ".", ".." or longer than NAME_MAX, no NUL, shorter
+// than PATH_MAX. Reserved names (".sealfs…") are the store's business, not
+// checked here.
 bool is_valid_manifest_path(std::string_view rel);
 
 }  // namespace sealfs

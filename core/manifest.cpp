@@ -1,0 +1,267 @@
+#include "core/manifest.hpp"
+
+#include <linux/limits.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+#include <vector>
+
+// RapidJSON does not throw; RAPIDJSON_ASSERT is left at its default and never
+// reached, because every access below checks the value's type first.
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "core/json_dom.hpp"
+
+namespace sealfs {
+
+namespace {
+
+using JsonValue = rapidjson::Value;
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+using json::quoted;
+
+// Deepest nesting of objects/arrays accepted anywhere, extra sections
+// included (the known sections need 3).
+constexpr int kMaxJsonDepth = 16;
+
+constexpr std::string_view kKeyVersion = "sealfs";
+constexpr std::string_view kKeyFiles = "files";
+constexpr std::string_view kKeyAccept = "accept";
+constexpr std::string_view kKeyName = "name";
+constexpr std::string_view kKeySha256 = "sha256";
+constexpr std::string_view kKeySize = "size";
+constexpr std::string_view kKeySymlink = "symlink";
+
+const json::ErrorStyle bad{EBADMSG, "manifest"};
+
+std::string_view view(const JsonValue& v) { return json::string_of(v); }
+
+Result<json::Members> sorted_members(const JsonValue& obj, std::string_view where) {
+  return json::sorted_members(obj, where, bad);
+}
+
+bool is_valid_component(std::string_view c) {
+  return !c.empty() && c != "." && c != ".." && c.size() <= NAME_MAX && c.find('/') == std::string_view::npos &&
+         c.find('\0') == std::string_view::npos;
+}
+
+// Any JSON value in canonical form: object keys sorted, no spaces. Fails on
+// duplicate keys at any level.
+Status write_canonical(const JsonValue& v, JsonWriter& w, std::string_view where) {
+  switch (v.GetType()) {
+    case rapidjson::kObjectType: {
+      auto members = sorted_members(v, where);
+      if (!members) return members.error();
+      w.StartObject();
+      for (const auto* m : *members) {
+        w.Key(m->name.GetString(), m->name.GetStringLength());
+        if (auto s = write_canonical(m->value, w, where); !s) return s;
+      }
+      w.EndObject();
+      return {};
+    }
+    case rapidjson::kArrayType:
+      w.StartArray();
+      for (const auto& e : v.GetArray())
+        if (auto s = write_canonical(e, w, where); !s) return s;
+      w.EndArray();
+      return {};
+    default:
+      v.Accept(w);  // scalars: RapidJSON's own shortest form
+      return {};
+  }
+}
+
+Result<FileRecord> parse_record(const JsonValue& v, std::string_view section, std::string_view path) {
+  std::string where = std::string(section) + "[" + quoted(path) + "]";
+  if (!v.IsObject()) return bad(where + ": not an object");
+  auto members = sorted_members(v, where);
+  if (!members) return members.error();
+  FileRecord rec;
+  bool have_size = false;
+  for (const auto* m : *members) {
+    std::string_view key = view(m->name);
+    const JsonValue& val = m->value;
+    if (key == kKeySize) {
+      // Integers only: 16.0 or 1e3 parse as doubles and are refused.
+      if (!val.IsUint64()) return bad(where + ".size: not an unsigned integer");
+      if (val.GetUint64() > kMaxManifestFileSize) return bad(where + ".size: larger than the limit");
+      rec.size = val.GetUint64();
+      have_size = true;
+    } else if (key == kKeySha256) {
+      if (!val.IsString()) return bad(where + ".sha256: not a string");
+      auto digest = sha256_from_hex(view(val));
+      if (!digest) return bad(where + ".sha256: not 64 lowercase hex digits");
+      rec.sha256 = *digest;
+    } else if (key == kKeySymlink) {
+      if (!val.IsString()) return bad(where + ".symlink: not a string");
+      std::string_view target = view(val);
+      if (target.empty() || target.size() >= PATH_MAX || target.find('\0') != std::string_view::npos)
+        return bad(where + ".symlink: not a valid symlink target");
+      rec.symlink = std::string(target);
+    } else {
+      return bad(where + ": unknown key " + quoted(key));
+    }
+  }
+  if (!have_size) return bad(where + ": missing \"size\"");
+  return rec;
+}
+
+Result<std::map<std::string, FileRecord>> parse_file_map(const JsonValue& v, std::string_view section) {
+  if (!v.IsObject()) return bad(std::string(section) + ": not an object");
+  auto members = sorted_members(v, section);
+  if (!members) return members.error();
+  std::map<std::string, FileRecord> out;
+  for (const auto* m : *members) {
+    std::string_view path = view(m->name);
+    if (!is_valid_manifest_path(path)) return bad(std::string(section) + ": invalid path " + quoted(path));
+    auto rec = parse_record(m->value, section, path);
+    if (!rec) return rec.error();
+    out.emplace(std::string(path), std::move(*rec));
+  }
+  return out;
+}
+
+std::string render_record(const FileRecord& rec) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.StartObject();  // keys in byte order: sha256 < size < symlink
+  if (rec.sha256) {
+    std::string hex = to_hex(*rec.sha256);
+    w.Key(kKeySha256.data(), static_cast<rapidjson::SizeType>(kKeySha256.size()));
+    w.String(hex.data(), static_cast<rapidjson::SizeType>(hex.size()));
+  }
+  w.Key(kKeySize.data(), static_cast<rapidjson::SizeType>(kKeySize.size()));
+  w.Uint64(rec.size);
+  if (rec.symlink) {
+    w.Key(kKeySymlink.data(), static_cast<rapidjson::SizeType>(kKeySymlink.size()));
+    w.String(rec.symlink->data(), static_cast<rapidjson::SizeType>(rec.symlink->size()));
+  }
+  w.EndObject();
+  return {buf.GetString(), buf.GetSize()};
+}
+
+std::string render_string(std::string_view s) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  return {buf.GetString(), buf.GetSize()};
+}
+
+std::string render_file_map(const std::map<std::string, FileRecord>& files) {
+  std::string out = "{";
+  bool first = true;
+  for (const auto& [path, rec] : files) {  // std::map: already in byte order
+    if (!first) out += ',';
+    first = false;
+    out += render_string(path);
+    out += ':';
+    out += render_record(rec);
+  }
+  out += '}';
+  return out;
+}
+
+bool is_known_key(std::string_view key) {
+  return key == kKeyVersion || key == kKeyFiles || key == kKeyAccept || key == kKeyName;
+}
+
+}  // namespace
+
+bool is_valid_manifest_path(std::string_view rel) {
+  if (rel.empty() || rel.size() >= PATH_MAX) return false;
+  std::size_t start = 0;
+  for (;;) {
+    std::size_t slash = rel.find('/', start);
+    std::string_view comp = rel.substr(start, slash == std::string_view::npos ? rel.npos : slash - start);
+    if (!is_valid_component(comp)) return false;
+    if (slash == std::string_view::npos) return true;
+    start = slash + 1;
+  }
+}
+
+Result<std::string> canonical_json(std::string_view json) {
+  if (json.size() > kMaxManifestBytes) return bad("JSON text larger than the limit");
+  auto doc = json::parse_document(json, kMaxJsonDepth, bad);
+  if (!doc) return doc.error();
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  if (auto s = write_canonical(*doc, w, "JSON value"); !s) return s.error();
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+Result<Manifest> parse_manifest(std::string_view json) {
+  if (json.size() > kMaxManifestBytes)
+    return bad("larger than " + std::to_string(kMaxManifestBytes) + " bytes");
+  auto doc = json::parse_document(json, kMaxJsonDepth, bad);
+  if (!doc) return doc.error();
+  if (!doc->IsObject()) return bad("top level is not an object");
+  auto members = sorted_members(*doc, "top level");
+  if (!members) return members.error();
+
+  Manifest m;
+  bool have_version = false;
+  bool have_files = false;
+  for (const auto* member : *members) {
+    std::string_view key = view(member->name);
+    const JsonValue& val = member->value;
+    if (key == kKeyVersion) {
+      if (!val.IsInt64()) return bad("\"sealfs\" is not an integer");
+      if (val.GetInt64() != kManifestVersion)
+        return bad("unsupported version " + std::to_string(val.GetInt64()) + " (this build reads " +
+                   std::to_string(kManifestVersion) + ")");
+      have_version = true;
+    } else if (key == kKeyFiles || key == kKeyAccept) {
+      auto map = parse_file_map(val, key);
+      if (!map) return map.error();
+      (key == kKeyFiles ? m.files : m.accept) = std::move(*map);
+      have_files = have_files || key == kKeyFiles;
+    } else if (key == kKeyName) {
+      if (!val.IsString()) return bad("\"name\" is not a string");
+      if (!is_valid_component(view(val))) return bad("\"name\" is not a valid file name");
+      m.name = std::string(view(val));
+    } else {
+      rapidjson::StringBuffer buf;
+      JsonWriter w(buf);
+      if (auto s = write_canonical(val, w, "section " + quoted(key)); !s) return s.error();
+      m.extra.emplace(std::string(key), std::string(buf.GetString(), buf.GetSize()));
+    }
+  }
+  if (!have_version) return bad("missing \"sealfs\" version");
+  if (!have_files) return bad("missing \"files\"");
+  return m;
+}
+
+std::string serialize_manifest(const Manifest& manifest) {
+  // Every top-level section rendered to canonical text, then all of them
+  // written in key order. Extra sections are re-canonicalised so a caller's
+  // spacing can never make two equal manifests differ in bytes.
+  std::vector<std::pair<std::string, std::string>> sections;
+  sections.emplace_back(kKeyVersion, std::to_string(kManifestVersion));
+  sections.emplace_back(kKeyFiles, render_file_map(manifest.files));
+  if (!manifest.accept.empty()) sections.emplace_back(kKeyAccept, render_file_map(manifest.accept));
+  if (manifest.name) sections.emplace_back(kKeyName, render_string(*manifest.name));
+  for (const auto& [key, text] : manifest.extra) {
+    if (is_known_key(key)) continue;  // cannot come from parse; would duplicate a key
+    auto canonical = canonical_json(text);
+    // A caller that stored invalid JSON gets null rather than a manifest that
+    // no reader could parse.
+    sections.emplace_back(key, canonical ? std::move(*canonical) : std::string("null"));
+  }
+  std::sort(sections.begin(), sections.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+
+  std::string out = "{";
+  for (std::size_t i = 0; i < sections.size(); ++i) {
+    if (i > 0) out += ',';
+    out += render_string(sections[i].first);
+    out += ':';
+    out += sections[i].second;
+  }
+  out += '}';
+  return out;
+}
+
+}  // namespace sealfs
