@@ -26,16 +26,16 @@ enum class CudaMode { off, structural, driver };
 // "off" | "structural" | "driver"; EINVAL otherwise.
 Result<CudaMode> parse_cuda_mode(std::string_view mode);
 
-enum class CudaImageKind { elf, ptx };
+enum class CudaImageKind { elf, ptx, lto };  // lto: NVVM IR for link-time optimisation
 
-// One device image as the manifest records it: a cubin for sm_NN, or PTX for
-// compute_NN.
+// One device image as the manifest records it: a cubin for sm_NN, PTX for
+// compute_NN, or LTO IR for lto_NN.
 struct CudaImageInfo {
   CudaImageKind kind = CudaImageKind::elf;
   unsigned arch = 0;           // SM number, e.g. 90 for sm_90 / compute_90
   std::string arch_suffix;     // "a" for sm_90a, "f" for sm_100f, else ""
   bool compressed = false;     // a compressed fatbin entry
-  std::string arch_name() const;  // "sm_90", "sm_90a", "compute_80"
+  std::string arch_name() const;  // "sm_90", "sm_90a", "compute_80", "lto_90"
   bool operator==(const CudaImageInfo&) const = default;
 };
 
@@ -61,6 +61,19 @@ Result<CudaScan> scan_cuda_images(std::span<const std::byte> file);
 // {"driver":"loaded","images":[{"arch":"sm_90","kind":"elf"},{"arch":"compute_80","kind":"ptx"}]}
 // driver: "loaded" | "not-validated-on-this-device" | "not-run".
 std::string cuda_record_json(const std::vector<CudaImageInfo>& images, std::string_view driver);
+
+// The verdict on one file.
+struct CudaFileCheck {
+  bool sound = true;
+  std::string reason;                 // why it is not sound
+  std::vector<CudaImageInfo> images;  // in file order
+  std::string driver = "not-run";     // "loaded" | "not-validated-on-this-device" | "not-run"
+};
+
+// Check the regular file open for reading behind fd at the given mode.
+// Damage is a value (sound == false); an error means the file could not be
+// read at all (errno of the failing call).
+Result<CudaFileCheck> check_cuda_file(int fd, CudaMode mode);
 
 // The "cuda" validator at the given mode (anything unknown acts as
 // "structural"; parse the mount option with parse_cuda_mode first).
