@@ -1,5 +1,7 @@
 #include "core/validator.hpp"
 
+#include "core/cuda.hpp"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -47,9 +49,7 @@ ValidatorRegistry default_validators(std::string_view cuda_mode) {
   registry.add("test-reject", test_reject);
 
   // ---- "cuda" registration goes here (core/cuda.{hpp,cpp}, CUDA teammate) ----
-  // Until it lands, "cuda" is NOT registered: a profile naming it makes the
-  // store refuse to open rather than silently accept unchecked images.
-  static_cast<void>(cuda_mode);
+  registry.add("cuda", make_cuda_validator(cuda_mode));
   // ---- end of "cuda" registration ----
 
   return registry;
