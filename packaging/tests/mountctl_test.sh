@@ -35,6 +35,10 @@ run() {  # run ACTION [ARGS] -> prints "rc|fusermount3 calls"
   echo "$rc|$(cat "$FAKE_LOG")"
 }
 
+# The build filled in every placeholder, and fusermount3's default is absolute.
+check "no @PLACEHOLDER@ left" "0" "$(grep -c '@[A-Z0-9_]*@' "$mountctl")"
+check "fusermount3 default is an absolute path" "1" "$(grep -c '^FUSERMOUNT3=${FUSERMOUNT3:-/' "$mountctl")"
+
 # FUSE on top of the real filesystem: unmount and wait act on it.
 printf '%s\n%s\n%s\n' "$other_line" "$ext4_line" "$fuse_line" > "$SEALFS_MOUNTINFO"
 check "unmount with fuse on top" "0|-u -- $mp" "$(run unmount "$mp")"
