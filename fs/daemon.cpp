@@ -1,0 +1,181 @@
+#include "fs/daemon.hpp"
+
+#include <fuse_lowlevel.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/profile.hpp"
+#include "core/store.hpp"
+#include "core/validator.hpp"
+#include "fs/filesystem.hpp"
+
+namespace sealfs::fs {
+namespace {
+
+// Threads serving requests: enough for parallel hashing and blocking
+// publishes without letting a burst create hundreds.
+constexpr unsigned kMaxThreads = 32;
+constexpr unsigned kMaxIdleThreads = 8;
+
+struct SessionDeleter {
+  void operator()(fuse_session* se) const { fuse_session_destroy(se); }
+};
+using SessionPtr = std::unique_ptr<fuse_session, SessionDeleter>;
+
+struct LoopConfigDeleter {
+  void operator()(fuse_loop_config* c) const { fuse_loop_cfg_destroy(c); }
+};
+
+struct FuseArgs {
+  fuse_args args = FUSE_ARGS_INIT(0, nullptr);
+  FuseArgs() = default;
+  FuseArgs(const FuseArgs&) = delete;
+  FuseArgs& operator=(const FuseArgs&) = delete;
+  ~FuseArgs() { fuse_opt_free_args(&args); }
+  bool add(const std::string& arg) { return fuse_opt_add_arg(&args, arg.c_str()) == 0; }
+};
+
+// Mounted while alive; unmounts (and stops taking signals) on every way out.
+class MountGuard {
+ public:
+  explicit MountGuard(fuse_session* se) : se_(se) {}
+  ~MountGuard() {
+    fuse_session_unmount(se_);
+    fuse_remove_signal_handlers(se_);
+  }
+  MountGuard(const MountGuard&) = delete;
+  MountGuard& operator=(const MountGuard&) = delete;
+
+ private:
+  fuse_session* se_;
+};
+
+std::string errno_text(int code) { return std::strerror(code); }
+
+#ifdef SEALFS_FAULT_INJECTION
+// Test builds: SEALFS_FAULT_STEP=<step> ends the daemon right after that step
+// of a store transaction, as a kill -9 or a power cut would (no cleanup, the
+// mount is left dead until unmounted). See fs/README.md.
+void install_fault_hook(StoreOptions& options) {
+  const char* step = std::getenv("SEALFS_FAULT_STEP");
+  if (step == nullptr || *step == '\0') return;
+  options.fault_hook = [wanted = std::string(step)](std::string_view at) {
+    if (at == wanted) {
+      syslog(LOG_ERR, "sealfs: fault injection: exiting at step %s", wanted.c_str());
+      ::_exit(75);
+    }
+    return false;
+  };
+}
+#endif
+
+}  // namespace
+
+int run_mount(const MountOptions& options, std::ostream& err) {
+  auto profile = resolve_profile(options.profile);
+  if (!profile) {
+    err << "sealfs: profile " << options.profile << ": " << profile.error().message << "\n";
+    return 1;
+  }
+  struct stat mst {};
+  if (::stat(options.mountpoint.c_str(), &mst) != 0) {
+    err << "sealfs: mountpoint " << options.mountpoint << ": " << errno_text(errno) << "\n";
+    return 1;
+  }
+  if (!S_ISDIR(mst.st_mode)) {
+    err << "sealfs: mountpoint " << options.mountpoint << ": " << errno_text(ENOTDIR) << "\n";
+    return 1;
+  }
+
+  Filesystem fs;
+  fs.cache_timeout = options.cache_timeout;
+  fs.chown_to_caller = ::geteuid() == 0;
+
+  StoreOptions store_options;
+  store_options.durability = options.durability;
+  store_options.verify = options.verify;
+  store_options.verdict_ttl =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(options.cache_timeout));
+  store_options.validators = default_validators(options.cuda_validate);
+  fs.attach_hooks(store_options);
+#ifdef SEALFS_FAULT_INJECTION
+  install_fault_hook(store_options);
+#endif
+
+  // B is opened before mounting: after the mount, B's path may lead to M.
+  auto store = Store::open(options.backing, std::move(*profile), std::move(store_options));
+  if (!store) {
+    err << "sealfs: backing directory " << options.backing << ": " << errno_text(store.code()) << "\n";
+    return 1;
+  }
+  fs.store = std::move(*store);
+  auto root = fs.store->root();
+  if (!root) {
+    err << "sealfs: backing directory " << options.backing << ": " << root.error().message << "\n";
+    return 1;
+  }
+  fs.inodes.set_root(std::move(*root));
+
+  FuseArgs args;
+  bool args_ok = args.add("sealfs") && args.add("-o") && args.add(fuse_option_string(options));
+  if (options.debug) args_ok = args_ok && args.add("-d");
+  if (!args_ok) {
+    err << "sealfs: out of memory\n";
+    return 1;
+  }
+  SessionPtr se(fuse_session_new(&args.args, &operations(), sizeof(fuse_lowlevel_ops), &fs));
+  if (!se) {
+    err << "sealfs: cannot start a FUSE session with options " << fuse_option_string(options) << "\n";
+    return 1;
+  }
+  if (fuse_set_signal_handlers(se.get()) != 0) {
+    err << "sealfs: cannot install signal handlers\n";
+    return 1;
+  }
+  if (fuse_session_mount(se.get(), options.mountpoint.c_str()) != 0) {
+    fuse_remove_signal_handlers(se.get());
+    err << "sealfs: cannot mount on " << options.mountpoint << "\n";
+    return 1;
+  }
+  int rc = 0;
+  {
+    MountGuard mounted(se.get());
+    // After this, stderr is /dev/null unless -f: problems go to syslog.
+    if (fuse_daemonize(options.foreground ? 1 : 0) != 0) {
+      err << "sealfs: cannot daemonize\n";
+      return 1;
+    }
+    // Threads start only now: fuse_daemonize forks, and threads do not survive a fork.
+    fs.invalidator.start(se.get());
+    std::unique_ptr<fuse_loop_config, LoopConfigDeleter> config(fuse_loop_cfg_create());
+    if (!config) {
+      fs.invalidator.stop();
+      syslog(LOG_ERR, "sealfs: out of memory");
+      return 1;
+    }
+    fuse_loop_cfg_set_clone_fd(config.get(), 0);
+    fuse_loop_cfg_set_max_threads(config.get(), kMaxThreads);
+    fuse_loop_cfg_set_idle_threads(config.get(), kMaxIdleThreads);
+    rc = fuse_session_loop_mt(se.get(), config.get());
+    // The session must outlive the notifications in flight.
+    fs.invalidator.stop();
+  }
+  // 0: unmounted; > 0: the signal that ended the loop (SIGTERM, SIGINT…),
+  // after which we unmounted cleanly; < 0: the loop failed.
+  if (rc < 0) {
+    err << "sealfs: session loop failed: " << errno_text(-rc) << "\n";
+    syslog(LOG_ERR, "sealfs: session loop failed: %s", errno_text(-rc).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace sealfs::fs

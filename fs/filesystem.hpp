@@ -1,0 +1,53 @@
+// The state one mount shares between its request handlers, and the table of
+// FUSE low-level operations (fs/operations.cpp) that work on it.
+#pragma once
+
+#include <fuse_lowlevel.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/store.hpp"
+#include "core/unique_fd.hpp"
+#include "fs/handle_table.hpp"
+#include "fs/inode_table.hpp"
+#include "fs/invalidator.hpp"
+#include "fs/writer_tracking.hpp"
+
+namespace sealfs::fs {
+
+struct FileHandle {
+  UniqueFd fd;
+  InodeRef inode;       // keeps the O_PATH fd for seal/abandon after the kernel forgets it
+  bool tracked = false;  // counted in WriterTracking (a write handle outside volatile areas)
+  std::atomic<bool> abandoned{false};
+};
+
+struct DirHandle {
+  InodeRef inode;
+  std::mutex mu;
+  std::vector<DirItem> items;  // snapshot taken at opendir / rewinddir
+};
+
+struct Filesystem {
+  Filesystem() : invalidator(inodes) {}
+
+  // Wires the store's hooks to this mount; call before Store::open.
+  void attach_hooks(StoreOptions& options);
+
+  std::unique_ptr<Store> store;
+  InodeTable inodes;
+  WriterTracking writers;
+  Invalidator invalidator;
+  HandleTable<FileHandle> files;
+  HandleTable<DirHandle> dirs;
+  double cache_timeout = 1.0;  // seconds, for sealed and verified objects
+  bool chown_to_caller = false;  // running as root: created objects belong to the caller
+};
+
+// The operations table; userdata passed to fuse_session_new must be a Filesystem*.
+const fuse_lowlevel_ops& operations();
+
+}  // namespace sealfs::fs

@@ -1,0 +1,66 @@
+// The kernel's view of inodes: one Inode per backing object (device, inode)
+// that the kernel has looked up, holding the O_PATH fd Store handed out and
+// the kernel's lookup count, as libfuse's passthrough_ll does.
+//
+// fuse_ino_t values are table ids, never pointers: an id the kernel sends
+// after we dropped it is simply not found (ESTALE) instead of being a
+// dangling pointer. Ids are never reused within one mount.
+#pragma once
+
+#include <fuse_lowlevel.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+
+#include "core/store.hpp"
+#include "core/unique_fd.hpp"
+
+namespace sealfs::fs {
+
+struct Inode {
+  Inode(fuse_ino_t id_, UniqueFd fd_, dev_t dev_, ino_t ino_) : id(id_), fd(std::move(fd_)), dev(dev_), ino(ino_) {}
+  const fuse_ino_t id;
+  const UniqueFd fd;  // O_PATH|O_NOFOLLOW; keeps the backing inode (and its number) alive
+  const dev_t dev;
+  const ino_t ino;
+  // What the last lookup said it is; decides kernel cache timeouts.
+  std::atomic<ObjectKind> kind{ObjectKind::container};
+};
+
+using InodeRef = std::shared_ptr<Inode>;
+
+class InodeTable {
+ public:
+  // The root must be registered first; it gets FUSE_ROOT_ID and is never forgotten.
+  void set_root(Found root);
+
+  // The inode for a Found (new or existing), with its lookup count raised
+  // by one. An existing inode keeps its fd; the one in found is dropped.
+  InodeRef remember(Found&& found);
+  // Lower the lookup count; at zero the inode leaves the table (its fd is
+  // closed once the last request using it lets go of the reference).
+  void forget(fuse_ino_t id, std::uint64_t nlookup);
+
+  InodeRef get(fuse_ino_t id) const;                 // nullptr when unknown
+  InodeRef find(dev_t dev, ino_t ino) const;         // nullptr when not looked up
+  std::size_t size() const;
+
+ private:
+  struct Slot {
+    InodeRef inode;
+    std::uint64_t nlookup = 0;
+  };
+  mutable std::mutex mu_;
+  std::unordered_map<fuse_ino_t, Slot> by_id_;
+  std::map<std::pair<dev_t, ino_t>, fuse_ino_t> by_key_;
+  fuse_ino_t next_id_ = FUSE_ROOT_ID + 1;
+};
+
+}  // namespace sealfs::fs
