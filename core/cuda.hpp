@@ -71,9 +71,11 @@ struct CudaFileCheck {
 };
 
 // Check the regular file open for reading behind fd at the given mode.
-// Damage is a value (sound == false); an error means the file could not be
-// read at all (errno of the failing call).
-Result<CudaFileCheck> check_cuda_file(int fd, CudaMode mode);
+// name (its path or last component) matters for one thing: a file named
+// *.cubin, *.fatbin or *.ptx must hold a CUDA image, while any other file
+// (a *.so) without one is sound. Damage is a value (sound == false); an error
+// means the file could not be read at all (errno of the failing call).
+Result<CudaFileCheck> check_cuda_file(int fd, CudaMode mode, std::string_view name = {});
 
 // The "cuda" validator at the given mode (anything unknown acts as
 // "structural"; parse the mount option with parse_cuda_mode first).

@@ -48,7 +48,7 @@ int run_cuda_check(const std::vector<std::string>& files, std::string_view mode,
         any_usage = true;
         continue;
       }
-      auto check = check_cuda_file(fd.get(), *parsed);
+      auto check = check_cuda_file(fd.get(), *parsed, file);
       if (!check) {
         err << file << ": " << check.error().message << ": " << std::strerror(check.error().code) << '\n';
         any_usage = true;

@@ -51,7 +51,8 @@ class Scanner {
     if (file_.empty()) return make_error(EBADMSG, "empty file");
     if (cuda_detail::has_elf_magic(file_)) {
       if (auto st = scan_elf(); !st) return st.error();
-    } else if (cuda_detail::looks_like_fatbin(file_)) {
+    } else if (file_.size() >= sizeof(kFatbinMagicBytes) &&
+               std::memcmp(file_.data(), kFatbinMagicBytes, sizeof(kFatbinMagicBytes)) == 0) {
       if (auto st = walk_fatbins(file_, 0, "file"); !st) return st.error();
     } else if (cuda_detail::looks_like_ptx(file_)) {
       if (auto st = add_ptx(); !st) return st.error();
@@ -101,7 +102,9 @@ class Scanner {
       while (pos < region.size() && region[pos] == std::byte{0}) ++pos;
       if (pos >= region.size()) return {};
       const Bytes rest = region.subspan(pos);
-      if (!cuda_detail::looks_like_fatbin(rest))
+      // Held to the format from the magic on: a damaged header is damage.
+      if (rest.size() < sizeof(kFatbinMagicBytes) ||
+          std::memcmp(rest.data(), kFatbinMagicBytes, sizeof(kFatbinMagicBytes)) != 0)
         return make_error(EBADMSG, where + ": no fatbin header at " + hex_offset(base + pos));
       auto size = add_fatbin(rest, base + pos, where);
       if (!size) return size.error();

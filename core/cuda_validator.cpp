@@ -27,6 +27,13 @@ std::string_view kind_name(CudaImageKind kind) {
   return "elf";
 }
 
+// *.cubin, *.fatbin and *.ptx exist only to hold device code.
+bool names_a_device_image(std::string_view name) {
+  for (std::string_view ext : {".cubin", ".fatbin", ".ptx"})
+    if (name.size() > ext.size() && name.substr(name.size() - ext.size()) == ext) return true;
+  return false;
+}
+
 // Run every loadable through the driver; fills check.driver, or marks damage.
 void check_with_driver(const CudaScan& scan, CudaFileCheck& check) {
   if (scan.loadables.empty()) return;
@@ -71,7 +78,7 @@ std::string cuda_record_json(const std::vector<CudaImageInfo>& images, std::stri
   return json;
 }
 
-Result<CudaFileCheck> check_cuda_file(int fd, CudaMode mode) {
+Result<CudaFileCheck> check_cuda_file(int fd, CudaMode mode, std::string_view name) {
   CudaFileCheck check;
   if (mode == CudaMode::off) return check;
   auto mapped = MappedFile::map(fd);
@@ -80,6 +87,11 @@ Result<CudaFileCheck> check_cuda_file(int fd, CudaMode mode) {
   if (!scan) {
     check.sound = false;
     check.reason = scan.error().message;
+    return check;
+  }
+  if (scan->images.empty() && names_a_device_image(name)) {
+    check.sound = false;
+    check.reason = "no CUDA image in a file named as one";
     return check;
   }
   check.images = scan->images;
@@ -93,7 +105,7 @@ ValidatorFn make_cuda_validator(std::string_view mode) {
     ValidationOutcome outcome;
     if (parsed == CudaMode::off) return outcome;
     try {
-      auto check = check_cuda_file(fd, parsed);
+      auto check = check_cuda_file(fd, parsed, rel);
       if (!check) {
         // Unreadable now means unverifiable: refusing keeps damage out.
         outcome.accepted = false;

@@ -25,6 +25,14 @@ struct Elf64Types {
   using Phdr = Elf64_Phdr;
 };
 
+struct Range {
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;  // callers checked offset + size for overflow
+};
+bool overlap(Range a, Range b) {
+  return a.size != 0 && b.size != 0 && a.offset < b.offset + b.size && b.offset < a.offset + a.size;
+}
+
 template <class Types>
 Result<ElfInfo> parse_class(Bytes bytes) {
   using Ehdr = typename Types::Ehdr;
@@ -81,6 +89,14 @@ Result<ElfInfo> parse_class(Bytes bytes) {
   cover(eh->e_shoff + table);
   if (shstrndx == SHN_UNDEF || shstrndx >= shnum) return damaged("bad section name string table index");
 
+  // Real linkers never overlap the headers, the two tables and the sections;
+  // an overlap means a count or offset was overstated into other data.
+  const Range ehdr{0, sizeof(Ehdr)};
+  const Range shdr_table{eh->e_shoff, table};
+  const Range phdr_table{eh->e_phoff, std::uint64_t{eh->e_phnum} * sizeof(Phdr)};
+  if (overlap(shdr_table, ehdr) || overlap(shdr_table, phdr_table))
+    return damaged("section header table overlaps another header table");
+
   std::vector<Shdr> headers;
   headers.reserve(shnum);
   for (std::uint64_t i = 0; i < shnum; ++i) {
@@ -89,6 +105,9 @@ Result<ElfInfo> parse_class(Bytes bytes) {
     if (sh->sh_type != SHT_NOBITS && sh->sh_type != SHT_NULL) {
       if (!in_bounds(size, sh->sh_offset, sh->sh_size))
         return damaged("section " + std::to_string(i) + " outside the file (truncated?)");
+      const Range bytes_range{sh->sh_offset, sh->sh_size};
+      if (overlap(bytes_range, ehdr) || overlap(bytes_range, shdr_table))
+        return damaged("section " + std::to_string(i) + " overlaps the ELF header or section table");
       cover(sh->sh_offset + sh->sh_size);
     }
     headers.push_back(*sh);
