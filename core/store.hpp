@@ -172,7 +172,16 @@ class Store {
 
  private:
   struct Impl;
-  explicit Store(std::unique_ptr<Impl> impl);
+  // Only Store::open can make the tag, so only it constructs a Store (the
+  // constructor is public for std::make_unique).
+  struct OpenTag {
+    explicit OpenTag() = default;
+  };
+
+ public:
+  Store(OpenTag, std::unique_ptr<Impl> impl);
+
+ private:
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,0 +1,167 @@
+#include "core/entry.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/manifest_file.hpp"
+#include "core/store.hpp"
+#include "core/store_paths.hpp"
+
+namespace sealfs {
+namespace {
+
+bool record_matches_stat(const FileRecord& r, const struct stat& st) {
+  if (r.symlink) return S_ISLNK(st.st_mode) && static_cast<std::uint64_t>(st.st_size) == r.size;
+  return S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) == r.size;
+}
+
+std::string describe(const struct stat& st) {
+  if (S_ISREG(st.st_mode)) return std::to_string(st.st_size) + " bytes";
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISLNK(st.st_mode)) return "a symlink";
+  return "a special file";
+}
+
+bool path_has_reserved_component(std::string_view path) {
+  for (const auto& c : split_rel(path))
+    if (is_reserved_name(c)) return true;
+  return false;
+}
+
+}  // namespace
+
+Status check_listed_file(Verifier& verifier, int base_fd, const std::string& path, const FileRecord& record,
+                         const FileRecord* alternative, bool hash, bool force, Stamp* seen) {
+  auto [parent_rel, leaf] = split_parent(path);
+  UniqueFd parent_holder;
+  int parent = base_fd;
+  if (!parent_rel.empty()) {
+    auto p = open_beneath(base_fd, parent_rel, O_PATH | O_DIRECTORY);
+    if (!p) return make_error(EBADMSG, path + ": missing (" + std::strerror(p.code()) + ")");
+    parent_holder = std::move(*p);
+    parent = parent_holder.get();
+  }
+  auto st = stat_at(parent, leaf);
+  if (!st) return make_error(EBADMSG, path + ": missing");
+  const FileRecord* candidates[2] = {&record, alternative};
+  const FileRecord* fits[2] = {nullptr, nullptr};
+  int nfits = 0;
+  for (const FileRecord* c : candidates)
+    if (c != nullptr && record_matches_stat(*c, *st)) fits[nfits++] = c;
+  if (nfits == 0)
+    return make_error(EBADMSG, path + ": is " + describe(*st) + ", manifest says " + std::to_string(record.size) +
+                                   (record.symlink ? "-byte symlink" : " bytes"));
+  if (seen) *seen = Stamp::of(*st);
+  if (S_ISLNK(st->st_mode)) {
+    auto target = read_link_at(parent, leaf);
+    if (!target) return make_error(EBADMSG, path + ": unreadable symlink");
+    for (int i = 0; i < nfits; ++i)
+      if (fits[i]->symlink && *fits[i]->symlink == *target) return {};
+    return make_error(EBADMSG, path + ": symlink target differs");
+  }
+  for (int i = 0; i < nfits; ++i)
+    if (!fits[i]->sha256) return {};  // size-only and the size fits
+  if (!hash) return {};
+  // O_NONBLOCK: never hang on a FIFO swapped in after the stat; the fstat
+  // below must show the very regular file that was judged.
+  int raw = ::openat(parent, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (raw < 0) return make_error(EBADMSG, path + ": cannot open (" + std::strerror(errno) + ")");
+  UniqueFd fd(raw);
+  auto now = stat_fd(fd.get());
+  if (!now || !S_ISREG(now->st_mode) || !same_object(*now, *st)) return make_error(EBADMSG, path + ": replaced");
+  Result<Sha256> digest = verifier.digest(fd.get(), force);
+  if (!digest && digest.code() == EAGAIN) digest = verifier.digest(fd.get(), force);  // changed mid-hash: once more
+  if (!digest) return make_error(EBADMSG, path + ": cannot hash (" + digest.error().message + ")");
+  if (seen) *seen = Stamp::of(*now);
+  for (int i = 0; i < nfits; ++i)
+    if (*fits[i]->sha256 == *digest && static_cast<std::uint64_t>(now->st_size) == fits[i]->size) return {};
+  return make_error(EBADMSG, path + ": sha256 differs from the manifest");
+}
+
+EntryVerifier::EntryVerifier(Verifier& verifier, std::chrono::nanoseconds ttl, std::size_t max_cached)
+    : verifier_(verifier), ttl_(ttl), max_cached_(max_cached == 0 ? 1 : max_cached) {}
+
+std::shared_ptr<const EntryVerdict> EntryVerifier::cached(const EntryLocation& where) {
+  auto stamp = manifest_stamp_at(where.base_fd, where.manifest_name);
+  if (!stamp) return nullptr;
+  std::lock_guard lock(mu_);
+  auto it = verdicts_.find({where.dev, where.ino});
+  if (it == verdicts_.end() || !(it->second->manifest_stamp == *stamp)) return nullptr;
+  return it->second;
+}
+
+std::shared_ptr<const EntryVerdict> EntryVerifier::check(const EntryLocation& where, VerifyDepth depth,
+                                                         std::string_view force_path) {
+  if (depth != VerifyDepth::fresh && force_path.empty()) {
+    if (auto c = cached(where)) {
+      if (depth == VerifyDepth::stat_only) return c;
+      if (std::chrono::steady_clock::now() - c->checked < ttl_) return c;
+    }
+  }
+  auto verdict = verify(where, depth != VerifyDepth::stat_only, force_path);
+  if (verdict->hashed && verdict->manifest) {
+    std::lock_guard lock(mu_);
+    if (verdicts_.size() >= max_cached_) verdicts_.erase(verdicts_.begin());  // bounded; any victim will do
+    verdicts_[{where.dev, where.ino}] = verdict;
+  }
+  return verdict;
+}
+
+void EntryVerifier::forget(dev_t dev, ino_t ino) {
+  std::lock_guard lock(mu_);
+  verdicts_.erase({dev, ino});
+}
+
+std::shared_ptr<const EntryVerdict> EntryVerifier::verify(const EntryLocation& where, bool hash,
+                                                          std::string_view force_path) {
+  auto v = std::make_shared<EntryVerdict>();
+  v->checked = std::chrono::steady_clock::now();
+  v->hashed = hash;
+  auto loaded = read_manifest_at(where.base_fd, where.manifest_name);
+  if (!loaded) {
+    v->reason = "manifest: " + loaded.error().message;
+    return v;
+  }
+  v->manifest_stamp = loaded->stamp;
+  auto manifest = std::make_shared<const Manifest>(std::move(loaded->manifest));
+  v->manifest = manifest;
+  if (where.file_entry) {
+    const bool hashed_name = sidecar_is_hashed(where.file_name);
+    if (manifest->files.size() != 1 || manifest->files.begin()->first != where.file_name) {
+      v->reason = "sidecar does not list exactly " + where.file_name;
+      return v;
+    }
+    if ((hashed_name && manifest->name != where.file_name) || (manifest->name && *manifest->name != where.file_name)) {
+      v->reason = "sidecar records another name";
+      return v;
+    }
+  }
+  for (const auto& [path, rec] : manifest->files) {
+    if (!is_valid_manifest_path(path) || path_has_reserved_component(path)) {
+      v->reason = "manifest lists an invalid path";
+      return v;
+    }
+  }
+  // Cheap rejections first: every type and size before any hashing.
+  for (int pass = 0; pass < (hash ? 2 : 1); ++pass) {
+    for (const auto& [path, rec] : manifest->files) {
+      auto alt = manifest->accept.find(path);
+      Stamp seen;
+      const bool force = force_path == "*" || force_path == path;
+      Status s = check_listed_file(verifier_, where.base_fd, path, rec,
+                                   alt == manifest->accept.end() ? nullptr : &alt->second, pass == 1, force, &seen);
+      if (!s) {
+        v->reason = s.error().message;
+        return v;
+      }
+      v->file_stamps[path] = seen;
+    }
+  }
+  v->valid = true;
+  return v;
+}
+
+}  // namespace sealfs

@@ -1,0 +1,77 @@
+// Entry verification (R2, R8): does an entry's manifest match what B holds?
+// Verdicts are cached per entry object (dev, ino) with the manifest's stamp
+// and the stamps of the files checked, and trusted for the verdict TTL.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "core/manifest.hpp"
+#include "core/verifier.hpp"
+
+namespace sealfs {
+
+struct EntryVerdict {
+  bool valid = false;
+  std::string reason;                         // why invalid: "<path>: <defect>"
+  std::shared_ptr<const Manifest> manifest;   // null when it could not be read
+  Stamp manifest_stamp;
+  std::map<std::string, Stamp> file_stamps;   // manifest path → stamp seen when verified
+  std::chrono::steady_clock::time_point checked{};
+  bool hashed = false;                        // false: a stat-level verdict (never cached)
+};
+
+// Where an entry's manifest and files are.
+struct EntryLocation {
+  int base_fd = -1;            // dir entries: the entry directory; file entries: its parent directory
+  std::string manifest_name;   // kDirManifest, or the file entry's sidecar name
+  dev_t dev = 0;               // the entry object: the directory, or the file
+  ino_t ino = 0;
+  std::string file_name;       // file entries only: the file's name (must be the one key listed)
+  bool file_entry = false;
+};
+
+enum class VerifyDepth {
+  stat_only,  // readdir: never hash; use a cached verdict or check types and sizes only
+  cached,     // lookup: a verdict younger than the TTL is trusted
+  fresh,      // re-verify now (stamps re-checked; only changed files are hashed again)
+};
+
+class EntryVerifier {
+ public:
+  EntryVerifier(Verifier& verifier, std::chrono::nanoseconds ttl, std::size_t max_cached = 1u << 16);
+
+  // force_path: a manifest path hashed regardless of the stamp cache
+  // (verify=always on open); "*" forces every file (fsck).
+  std::shared_ptr<const EntryVerdict> check(const EntryLocation& where, VerifyDepth depth,
+                                            std::string_view force_path = {});
+  // The cached verdict, whatever its age, if the manifest is unchanged.
+  std::shared_ptr<const EntryVerdict> cached(const EntryLocation& where);
+  void forget(dev_t dev, ino_t ino);
+
+ private:
+  std::shared_ptr<const EntryVerdict> verify(const EntryLocation& where, bool hash, std::string_view force_path);
+
+  Verifier& verifier_;
+  std::chrono::nanoseconds ttl_;
+  std::size_t max_cached_;
+  // mu_ protects verdicts_ only; verification itself (stat, hash) runs
+  // unlocked, so checking one entry never blocks lookups of another.
+  std::mutex mu_;
+  std::map<std::pair<dev_t, ino_t>, std::shared_ptr<const EntryVerdict>> verdicts_;
+};
+
+// Checks one listed path below base_fd against its record (and an alternative
+// accepted during an R6 swap). Without hashing, types, sizes and symlink
+// targets only. On success *seen holds the file's stamp.
+Status check_listed_file(Verifier& verifier, int base_fd, const std::string& path, const FileRecord& record,
+                         const FileRecord* alternative, bool hash, bool force, Stamp* seen);
+
+}  // namespace sealfs

@@ -1,0 +1,34 @@
+// R1/R6/R10 publish transactions. Store::rename and Store::link (in
+// publish.cpp) are the entry points; this header only names the fault-hook
+// steps, so tests and the daemon's crash injection agree on them.
+#pragma once
+
+#include <array>
+#include <string_view>
+
+namespace sealfs::publish_steps {
+
+// Directory publish: files_synced → validated → manifest_written →
+// dst_cleared → renamed → dir_synced.
+// File publish: files_synced → validated → manifest_written (dst sidecar) →
+// dst_cleared → renamed → dir_synced → source_cleaned.
+// File replace (R6): … → manifest_written (sidecar accepting old and new) →
+// renamed → dir_synced → sidecar_final.
+// Amend (into an entry): files_synced → validated → source_unlisted →
+// renamed → amended.
+inline constexpr std::string_view kFilesSynced = "files_synced";
+inline constexpr std::string_view kValidated = "validated";
+inline constexpr std::string_view kSourceUnlisted = "source_unlisted";
+inline constexpr std::string_view kManifestWritten = "manifest_written";
+inline constexpr std::string_view kDstCleared = "dst_cleared";
+inline constexpr std::string_view kRenamed = "renamed";
+inline constexpr std::string_view kDirSynced = "dir_synced";
+inline constexpr std::string_view kSidecarFinal = "sidecar_final";
+inline constexpr std::string_view kAmended = "amended";
+inline constexpr std::string_view kSourceCleaned = "source_cleaned";
+
+inline constexpr std::array<std::string_view, 10> kAll = {kFilesSynced, kValidated,  kSourceUnlisted, kManifestWritten,
+                                                          kDstCleared,  kRenamed,    kDirSynced,      kSidecarFinal,
+                                                          kAmended,     kSourceCleaned};
+
+}  // namespace sealfs::publish_steps

@@ -1,0 +1,399 @@
+// sealfs::Store: opening B, lookup/list/open (R2, R3, R4, R7, R8), creation
+// (R5, R7, R10) and removal. Publishing is in publish.cpp, in-place writes in
+// seal.cpp, the offline tools in fsck.cpp.
+#include "core/store.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+
+#include "core/store_impl.hpp"
+
+namespace sealfs {
+
+bool is_reserved_name(std::string_view name) { return name.substr(0, kReservedPrefix.size()) == kReservedPrefix; }
+
+bool is_valid_name(std::string_view name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos;
+}
+
+namespace {
+
+Status check_name(std::string_view name) {
+  if (!is_valid_name(name)) return make_error(EINVAL, "invalid name");
+  if (name.size() > NAME_MAX) return make_error(ENAMETOOLONG, "name too long");
+  return {};
+}
+
+// Names the caller may create: valid, and not reserved (R7).
+Status check_new_name(std::string_view name) {
+  Status s = check_name(name);
+  if (!s) return s;
+  if (is_reserved_name(name)) return make_error(EPERM, "reserved name");
+  return {};
+}
+
+unsigned char dt_of(mode_t mode) {
+  switch (mode & S_IFMT) {
+    case S_IFREG: return DT_REG;
+    case S_IFDIR: return DT_DIR;
+    case S_IFLNK: return DT_LNK;
+    case S_IFIFO: return DT_FIFO;
+    case S_IFSOCK: return DT_SOCK;
+    case S_IFCHR: return DT_CHR;
+    case S_IFBLK: return DT_BLK;
+    default: return DT_UNKNOWN;
+  }
+}
+
+Error hidden_error(std::string_view name) { return make_error(ENOENT, std::string(name) + ": hidden"); }
+
+}  // namespace
+
+Store::Impl::Impl(UniqueFd root, std::string root_path_, struct stat root_st_, Profile profile_, StoreOptions options_)
+    : root_fd(std::move(root)),
+      root_path(std::move(root_path_)),
+      root_st(root_st_),
+      profile(std::move(profile_)),
+      options(std::move(options_)),
+      verifier(metrics),
+      entries(verifier, options.verdict_ttl),
+      quarantine(root_fd.get(), options.quarantine_max_objects, options.quarantine_max_bytes, metrics) {}
+
+Store::Store(OpenTag, std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Store::~Store() = default;
+
+Result<std::unique_ptr<Store>> Store::open(const std::string& backing_path, Profile profile, StoreOptions options) {
+  try {
+    for (const auto& rule : profile.validators)
+      if (!options.validators.has(rule.validator))
+        return make_error(EINVAL, "profile " + profile.name + " names unknown validator " + rule.validator);
+    // O_NOFOLLOW: B itself must be a real directory, not a symlink to one.
+    int raw = ::open(backing_path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (raw < 0) {
+      int e = errno == ELOOP ? ENOTDIR : errno;
+      return make_error(e, "open backing store " + backing_path);
+    }
+    UniqueFd root(raw);
+    auto st = stat_fd(root.get());
+    if (!st) return st.error();
+    auto path = fd_path(root.get());
+    if (!path) return path.error();
+    // B/.sealfs (state) and its quarantine: private to the daemon.
+    for (std::string_view dir : {kStateDir, kQuarantineDir}) {
+      if (::mkdirat(root.get(), std::string(dir).c_str(), 0700) != 0 && errno != EEXIST)
+        return errno_error("mkdir " + backing_path + "/" + std::string(dir));
+      auto check = open_beneath(root.get(), dir, O_PATH | O_DIRECTORY);
+      if (!check) return make_error(ENOTDIR, backing_path + "/" + std::string(dir) + " is not a directory");
+    }
+    auto impl = std::make_unique<Impl>(std::move(root), std::move(*path), *st, std::move(profile), std::move(options));
+    return std::make_unique<Store>(OpenTag{}, std::move(impl));
+  } catch (const std::bad_alloc&) {
+    return make_error(ENOMEM, "out of memory opening the store");
+  }
+}
+
+int Store::root_fd() const { return impl_->root_fd.get(); }
+const Profile& Store::profile() const { return impl_->profile; }
+const StoreOptions& Store::options() const { return impl_->options; }
+Metrics& Store::metrics() { return impl_->metrics; }
+
+Result<Found> Store::root() {
+  auto fd = open_beneath(impl_->root_fd.get(), "", O_PATH | O_DIRECTORY);
+  if (!fd) return fd.error();
+  Found f;
+  f.fd = std::move(*fd);
+  f.st = impl_->root_st;
+  f.kind = ObjectKind::root;
+  return f;
+}
+
+Result<Found> Store::lookup(int dir_fd, std::string_view name) {
+  Impl& s = *impl_;
+  s.metrics.lookups.fetch_add(1, std::memory_order_relaxed);
+  if (Status ok = check_name(name); !ok) return ok.error();
+  if (is_reserved_name(name)) {
+    s.metrics.hidden.fetch_add(1, std::memory_order_relaxed);
+    return hidden_error(name);
+  }
+  auto ctx = s.context_of(dir_fd);
+  if (!ctx) return make_error(ctx.code() == ESTALE ? ENOENT : ctx.code(), ctx.error().message);
+  auto j = s.judge(*ctx, dir_fd, name, VerifyDepth::cached);
+  if (!j) return j.error();
+  if (j->verdict == Verdict::absent) return make_error(ENOENT, std::string(name) + ": absent");
+  if (j->verdict != Verdict::visible) {
+    s.act_on_invalid(*ctx, dir_fd, name, *j);
+    s.metrics.hidden.fetch_add(1, std::memory_order_relaxed);
+    return hidden_error(name);
+  }
+  auto found = s.found_at(dir_fd, name, j->kind, &j->st);
+  if (!found) return make_error(ENOENT, found.error().message);
+  if (j->kind == ObjectKind::dir_entry || j->kind == ObjectKind::file_entry || j->kind == ObjectKind::entry_file)
+    s.metrics.hits.fetch_add(1, std::memory_order_relaxed);
+  return found;
+}
+
+Result<std::vector<DirItem>> Store::list(int dir_fd) {
+  Impl& s = *impl_;
+  auto ctx = s.context_of(dir_fd);
+  if (!ctx) return make_error(ctx.code() == ESTALE ? ENOENT : ctx.code(), ctx.error().message);
+  std::vector<DirItem> out;
+  if (ctx->entry) {
+    // A directory of an entry known (or seen at stat level) to be invalid
+    // shows nothing; the next lookup quarantines the entry.
+    auto v = s.entries.check(s.dir_entry_location(ctx->entry->fd.get(), ctx->entry->st), VerifyDepth::stat_only);
+    if (!v->valid) return out;
+  }
+  auto children = read_dir(dir_fd);
+  if (!children) return children.error();
+  for (const auto& c : *children) {
+    if (is_reserved_name(c.name)) continue;
+    auto j = s.judge(*ctx, dir_fd, c.name, VerifyDepth::stat_only);
+    if (!j || j->verdict != Verdict::visible) continue;
+    out.push_back(DirItem{c.name, j->st.st_ino, dt_of(j->st.st_mode)});
+  }
+  return out;
+}
+
+Result<UniqueFd> Store::open(int path_fd, int flags) {
+  Impl& s = *impl_;
+  if ((flags & (O_CREAT | O_EXCL)) != 0) return make_error(EINVAL, "open: O_CREAT/O_EXCL belong to create");
+  auto st = stat_fd(path_fd);
+  if (!st) return st.error();
+  const mode_t type = st->st_mode & S_IFMT;
+  if (type == S_IFCHR || type == S_IFBLK) return make_error(EPERM, "device nodes are not served");
+  if (type == S_IFREG && (flags & O_ACCMODE) == O_RDONLY) {
+    // A read of a sealed file: check that it still is what was verified.
+    auto placed = s.place(path_fd);
+    if (!placed) return make_error(ENOENT, placed.error().message);
+    auto ctx = s.context_of(placed->parent.get());
+    if (!ctx) return make_error(ENOENT, ctx.error().message);
+    if (!s.profile.is_volatile(placed->rel)) {
+      const bool always = s.options.verify == VerifyMode::always;
+      std::optional<EntryLocation> where;
+      std::string key;
+      if (ctx->entry) {
+        where = s.dir_entry_location(ctx->entry->fd.get(), ctx->entry->st);
+        key = ctx->entry_key(placed->name);
+      } else if (stat_at(placed->parent.get(), sidecar_name(placed->name))) {
+        where = s.file_entry_location(placed->parent.get(), placed->name, placed->st);
+        key = placed->name;
+      }
+      if (where) {
+        auto v = s.entries.check(*where, VerifyDepth::cached);
+        const bool listed = v->manifest && v->manifest->files.count(key) != 0;
+        if (v->valid && listed) {
+          auto seen = v->file_stamps.find(key);
+          const bool changed = seen == v->file_stamps.end() || !(seen->second == Stamp::of(*st));
+          if (always)
+            v = s.entries.check(*where, VerifyDepth::fresh, key);
+          else if (changed)
+            v = s.entries.check(*where, VerifyDepth::fresh);
+        }
+        if (!v->valid && !s.in_progress(*st)) {
+          if (ctx->entry) {
+            s.quarantine_entry_root(*ctx->entry, v->reason);
+          } else {
+            s.quarantine_object(placed->parent.get(), placed->name, placed->st, placed->rel, v->reason,
+                                {sidecar_name(placed->name)});
+          }
+          return make_error(ENOENT, placed->rel + ": " + v->reason);
+        }
+      }
+    }
+  }
+  return reopen_fd(path_fd, flags);
+}
+
+Result<Store::Created> Store::create(int dir_fd, std::string_view name, mode_t mode, int flags) {
+  Impl& s = *impl_;
+  if (Status ok = check_new_name(name); !ok) return ok.error();
+  auto ctx = s.context_of(dir_fd);
+  if (!ctx) return ctx.error();
+  auto j = s.clear_hidden(*ctx, dir_fd, name);
+  if (!j) return j.error();
+  const std::string n(name);
+  if (j->verdict == Verdict::visible) {
+    if ((flags & O_EXCL) != 0) return make_error(EEXIST, n + " exists");
+    if (S_ISDIR(j->st.st_mode)) return make_error(EISDIR, n + " is a directory");
+    int raw = ::openat(dir_fd, n.c_str(), (flags & ~(O_CREAT | O_EXCL)) | O_NOFOLLOW | O_CLOEXEC);
+    if (raw < 0) return errno_error("open " + ctx->child_rel(name));
+    UniqueFd fd(raw);
+    auto found = s.found_at(dir_fd, name, j->kind);
+    if (!found) return found.error();
+    return Created{std::move(*found), std::move(fd)};
+  }
+  int raw = ::openat(dir_fd, n.c_str(), flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (raw < 0) return errno_error("create " + ctx->child_rel(name));
+  UniqueFd fd(raw);
+  const bool vol = s.profile.is_volatile(ctx->child_rel(name));
+  // Outside volatile areas the new file is in progress until its last close
+  // seals it (R4); the daemon registers it as open for writing.
+  auto found = s.found_at(dir_fd, name, vol ? ObjectKind::volatile_obj : ObjectKind::in_progress);
+  if (!found) return found.error();
+  return Created{std::move(*found), std::move(fd)};
+}
+
+Result<Found> Store::mkdir(int dir_fd, std::string_view name, mode_t mode) {
+  Impl& s = *impl_;
+  if (Status ok = check_new_name(name); !ok) return ok.error();
+  auto ctx = s.context_of(dir_fd);
+  if (!ctx) return ctx.error();
+  auto j = s.clear_hidden(*ctx, dir_fd, name);
+  if (!j) return j.error();
+  if (j->verdict == Verdict::visible) return make_error(EEXIST, std::string(name) + " exists");
+  if (::mkdirat(dir_fd, std::string(name).c_str(), mode) != 0) return errno_error("mkdir " + ctx->child_rel(name));
+  ObjectKind kind = s.profile.is_volatile(ctx->child_rel(name)) ? ObjectKind::volatile_obj
+                    : ctx->entry                                   ? ObjectKind::entry_dir
+                                                                   : ObjectKind::container;
+  return s.found_at(dir_fd, name, kind);
+}
+
+Result<Found> Store::symlink(int dir_fd, std::string_view name, std::string_view target) {
+  Impl& s = *impl_;
+  if (Status ok = check_new_name(name); !ok) return ok.error();
+  if (target.empty() || target.find('\0') != std::string_view::npos || target.size() >= PATH_MAX)
+    return make_error(EINVAL, "invalid symlink target");
+  auto ctx = s.context_of(dir_fd);
+  if (!ctx) return ctx.error();
+  auto j = s.clear_hidden(*ctx, dir_fd, name);
+  if (!j) return j.error();
+  if (j->verdict == Verdict::visible) return make_error(EEXIST, std::string(name) + " exists");
+  if (::symlinkat(std::string(target).c_str(), dir_fd, std::string(name).c_str()) != 0)
+    return errno_error("symlink " + ctx->child_rel(name));
+  if (s.profile.is_volatile(ctx->child_rel(name))) return s.found_at(dir_fd, name, ObjectKind::volatile_obj);
+  // Sealed at once (its content is its target), so that it is visible.
+  Status sealed = s.seal_at(*ctx, dir_fd, name, false);
+  if (!sealed) {
+    ::unlinkat(dir_fd, std::string(name).c_str(), 0);
+    return sealed.error();
+  }
+  return s.found_at(dir_fd, name, ctx->entry ? ObjectKind::entry_file : ObjectKind::file_entry);
+}
+
+Result<Found> Store::mknod(int dir_fd, std::string_view name, mode_t mode, dev_t rdev) {
+  Impl& s = *impl_;
+  if (Status ok = check_new_name(name); !ok) return ok.error();
+  const mode_t type = mode & S_IFMT;
+  if (type == S_IFCHR || type == S_IFBLK) return make_error(EPERM, "device nodes are refused (R10)");
+  if (type != 0 && type != S_IFREG && type != S_IFIFO && type != S_IFSOCK)
+    return make_error(EINVAL, "unsupported file type");
+  auto ctx = s.context_of(dir_fd);
+  if (!ctx) return ctx.error();
+  auto j = s.clear_hidden(*ctx, dir_fd, name);
+  if (!j) return j.error();
+  if (j->verdict == Verdict::visible) return make_error(EEXIST, std::string(name) + " exists");
+  const bool vol = s.profile.is_volatile(ctx->child_rel(name));
+  if (type == S_IFIFO || type == S_IFSOCK) {
+    if (::mknodat(dir_fd, std::string(name).c_str(), mode, rdev) != 0)
+      return errno_error("mknod " + ctx->child_rel(name));
+    return s.found_at(dir_fd, name, vol ? ObjectKind::volatile_obj : ObjectKind::special);
+  }
+  // A regular file by mknod is a create followed at once by its last close:
+  // empty, and sealed now so that it is visible.
+  int raw = ::openat(dir_fd, std::string(name).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                     mode & 07777);
+  if (raw < 0) return errno_error("mknod " + ctx->child_rel(name));
+  UniqueFd(raw).reset();
+  if (vol) return s.found_at(dir_fd, name, ObjectKind::volatile_obj);
+  Status sealed = s.seal_at(*ctx, dir_fd, name, false);
+  if (!sealed) return sealed.error();
+  return s.found_at(dir_fd, name, ctx->entry ? ObjectKind::entry_file : ObjectKind::file_entry);
+}
+
+Status Store::unlink(int dir_fd, std::string_view name) {
+  Impl& s = *impl_;
+  if (Status ok = check_name(name); !ok) return ok;
+  if (is_reserved_name(name)) return hidden_error(name);
+  auto ctx = s.context_of(dir_fd);
+  if (!ctx) return ctx.error();
+  auto j = s.judge(*ctx, dir_fd, name, VerifyDepth::cached);
+  if (!j) return j.error();
+  if (j->verdict == Verdict::absent) return make_error(ENOENT, std::string(name) + ": absent");
+  if (j->verdict != Verdict::visible) {
+    s.act_on_invalid(*ctx, dir_fd, name, *j);
+    return hidden_error(name);
+  }
+  if (S_ISDIR(j->st.st_mode)) return make_error(EISDIR, std::string(name) + " is a directory");
+  const std::string n(name);
+  if (j->kind == ObjectKind::entry_file ||
+      (ctx->entry && j->kind == ObjectKind::in_progress)) {
+    // Inside an entry the manifest goes first: a crash in between leaves an
+    // unlisted (hidden) file in a valid entry, never a listed missing one.
+    const std::string key = ctx->entry_key(name);
+    Status edited = s.edit_manifest(
+        ctx->entry->fd.get(), ctx->entry->st, kDirManifest,
+        [&](Manifest& m) {
+          drop_records(m, key);
+          return Status{};
+        },
+        false);
+    if (!edited) return edited;
+    if (s.crash_at("manifest_written")) return make_error(ECANCELED, "fault hook: manifest_written");
+  }
+  if (::unlinkat(dir_fd, n.c_str(), 0) != 0) return errno_error("unlink " + ctx->child_rel(name));
+  if (s.crash_at("unlinked")) return make_error(ECANCELED, "fault hook: unlinked");
+  if (!ctx->entry) {
+    // A file entry's sidecar after the file: between the two, a sidecar
+    // without its file shows nothing.
+    if (::unlinkat(dir_fd, sidecar_name(name).c_str(), 0) != 0 && errno != ENOENT)
+      return errno_error("unlink sidecar of " + ctx->child_rel(name));
+  }
+  s.entries.forget(j->st.st_dev, j->st.st_ino);
+  return {};
+}
+
+Status Store::rmdir(int dir_fd, std::string_view name) {
+  Impl& s = *impl_;
+  if (Status ok = check_name(name); !ok) return ok;
+  if (is_reserved_name(name)) return hidden_error(name);
+  auto ctx = s.context_of(dir_fd);
+  if (!ctx) return ctx.error();
+  auto j = s.judge(*ctx, dir_fd, name, VerifyDepth::cached);
+  if (!j) return j.error();
+  if (j->verdict == Verdict::absent) return make_error(ENOENT, std::string(name) + ": absent");
+  if (j->verdict != Verdict::visible) {
+    s.act_on_invalid(*ctx, dir_fd, name, *j);
+    return hidden_error(name);
+  }
+  if (!S_ISDIR(j->st.st_mode)) return make_error(ENOTDIR, std::string(name) + " is not a directory");
+  auto child = s.found_at(dir_fd, name, j->kind, &j->st);
+  if (!child) return child.error();
+  if (j->kind != ObjectKind::volatile_obj) {
+    // R5: leftovers that nobody can see (manifests, sidecars, foreign files,
+    // invalid entries) do not keep a directory alive. Anything visible does.
+    auto cctx = s.context_of(child->fd.get());
+    if (!cctx) return cctx.error();
+    auto children = read_dir(child->fd.get());
+    if (!children) return children.error();
+    std::vector<std::string> leftovers;
+    for (const auto& c : *children) {
+      if (!is_reserved_name(c.name)) {
+        auto cj = s.judge(*cctx, child->fd.get(), c.name, VerifyDepth::stat_only);
+        if (!cj) return cj.error();
+        if (cj->verdict == Verdict::visible) return make_error(ENOTEMPTY, ctx->child_rel(name) + " is not empty");
+        if (cj->verdict == Verdict::absent) continue;
+      }
+      leftovers.push_back(c.name);
+    }
+    // Remove the manifest last: until then a crash leaves a valid (smaller) entry.
+    std::stable_partition(leftovers.begin(), leftovers.end(), [](const std::string& n) { return n != kDirManifest; });
+    for (const auto& l : leftovers) {
+      Status removed = remove_tree_at(child->fd.get(), l);
+      if (!removed) return removed;
+    }
+  }
+  if (::unlinkat(dir_fd, std::string(name).c_str(), AT_REMOVEDIR) != 0)
+    return errno_error("rmdir " + ctx->child_rel(name));
+  s.entries.forget(j->st.st_dev, j->st.st_ino);
+  return {};
+}
+
+}  // namespace sealfs

@@ -1,0 +1,170 @@
+// Private to the store's .cpp files (store, publish, seal, fsck): the state
+// behind sealfs::Store and the judgements every operation shares.
+//
+// Locks (none is ever held while on_invalidate runs, and none while hashing
+// files that the locked data does not cover):
+//   - Verifier::Impl::mu        the stamp→digest cache (core/verifier.cpp)
+//   - EntryVerifier::mu_        the verdict cache (core/entry.cpp)
+//   - Quarantine::mu_           quarantine slots and bounds
+//   - Impl::manifest_locks_     one of 64 stripes per directory holding a
+//                               manifest (entry dir for a dir manifest, parent
+//                               for sidecars): held for each read-modify-write
+//                               of that manifest, so concurrent amends, seals
+//                               and unlinks never lose each other's updates.
+//                               Digests are computed before taking it.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <array>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/entry.hpp"
+#include "core/manifest_file.hpp"
+#include "core/quarantine.hpp"
+#include "core/store.hpp"
+#include "core/store_paths.hpp"
+#include "core/verifier.hpp"
+
+namespace sealfs {
+
+// The nearest ancestor-or-self directory holding a regular .sealfs-manifest.
+struct EntryRoot {
+  UniqueFd fd;           // O_PATH
+  struct stat st {};
+  std::string rel;       // below the backing root
+};
+
+// Where a directory sits, as the rules see it.
+struct DirContext {
+  std::string rel;                 // below the backing root ("" = root)
+  struct stat st {};
+  bool is_volatile = false;
+  std::optional<EntryRoot> entry;  // set when the directory is (inside) an entry
+  std::string sub;                 // the directory's path inside that entry ("" = the entry itself)
+
+  std::string child_rel(std::string_view name) const { return join_rel(rel, name); }
+  std::string entry_key(std::string_view name) const { return join_rel(sub, name); }
+};
+
+enum class Verdict {
+  absent,         // no such name
+  visible,        // lookup shows it, as `kind`
+  hidden,         // foreign, unlisted, reserved, device node, abandoned…
+  invalid_self,   // an entry that fails verification: quarantine it (and companions)
+  invalid_entry,  // the enclosing entry fails verification: quarantine that
+};
+
+struct Judgement {
+  Verdict verdict = Verdict::absent;
+  ObjectKind kind = ObjectKind::container;
+  struct stat st {};
+  std::string reason;                    // for hidden/invalid
+  std::vector<std::string> companions;   // a file entry's sidecar, moved with it
+  bool sealed_file() const {
+    return verdict == Verdict::visible && (kind == ObjectKind::file_entry || kind == ObjectKind::entry_file);
+  }
+};
+
+struct Store::Impl {
+  Impl(UniqueFd root, std::string root_path_, struct stat root_st_, Profile profile_, StoreOptions options_);
+
+  UniqueFd root_fd;
+  std::string root_path;
+  struct stat root_st {};
+  Profile profile;
+  StoreOptions options;
+  Metrics metrics;
+  Verifier verifier;
+  EntryVerifier entries;
+  Quarantine quarantine;
+
+  // ---- small policy helpers ---------------------------------------------
+  bool durable() const { return options.durability == Durability::fsync; }
+  // fsync when durability=fsync; a no-op otherwise.
+  Status sync_file(int fd) const { return durable() ? sync_fd(fd) : Status{}; }
+  Status sync_directory(int dir_fd) const { return durable() ? sync_dir(dir_fd) : Status{}; }
+  // The test fault hook: true means "crash here" (return ECANCELED, no cleanup).
+  bool crash_at(std::string_view step) const { return options.fault_hook && options.fault_hook(step); }
+  bool in_progress(const struct stat& st) const {
+    return S_ISREG(st.st_mode) && options.in_progress && options.in_progress(st.st_dev, st.st_ino);
+  }
+  std::mutex& manifest_lock(const struct stat& holder);
+
+  // ---- where things are ---------------------------------------------------
+  Result<std::string> rel_of(int fd) const;
+  Result<DirContext> context_of(int dir_fd) const;
+  // Opens the parent directory of the object behind path_fd and gives its
+  // name there; ESTALE when deleted, ENOENT when no longer below the root or
+  // when the name no longer holds that object.
+  struct Placed {
+    UniqueFd parent;
+    std::string name;
+    std::string rel;
+    struct stat st {};
+  };
+  Result<Placed> place(int path_fd) const;
+  EntryLocation dir_entry_location(int dir_fd, const struct stat& st) const;
+  EntryLocation file_entry_location(int parent_fd, std::string_view name, const struct stat& st) const;
+
+  // ---- judgements -----------------------------------------------------------
+  Result<Judgement> judge(const DirContext& ctx, int dir_fd, std::string_view name, VerifyDepth depth);
+  // Lookup-time consequences of a judgement: quarantine an invalid entry.
+  void act_on_invalid(const DirContext& ctx, int dir_fd, std::string_view name, const Judgement& j);
+  // R5: when name holds a hidden object, quarantine it. Returns the judgement
+  // of what the name holds afterwards (absent or visible); ENOENT when the
+  // directory itself sits in an invalid entry.
+  Result<Judgement> clear_hidden(const DirContext& ctx, int dir_fd, std::string_view name);
+
+  // ---- effects --------------------------------------------------------------
+  // Quarantines dir_fd/name if it still is `st`, then tells on_invalidate.
+  void quarantine_object(int parent_fd, std::string_view name, const struct stat& st, std::string rel,
+                         std::string reason, std::vector<std::string> companions = {});
+  void quarantine_entry_root(const EntryRoot& entry, std::string reason);
+  void invalidate(int parent_fd, std::string_view name, const struct stat& st);
+  Result<Found> found_at(int dir_fd, std::string_view name, ObjectKind kind, const struct stat* expect = nullptr);
+
+  // The record of dir_fd/name as it is now: optionally fsync'ed and run
+  // through the profile's validators for profile_rel (EBADMSG on rejection;
+  // validator records are added to *extras as extra[validator][key]).
+  struct RecordOptions {
+    bool sync_data = false;
+    bool validate = false;
+    std::string profile_rel;  // decides size-only and validators
+    std::string key;          // manifest key, for validator records
+  };
+  Result<FileRecord> make_record(int dir_fd, std::string_view name, const RecordOptions& how, Manifest* extras);
+  // Read-modify-write of base_fd/manifest_name under its stripe lock, written
+  // atomically (fsync per durability). A missing manifest starts empty when
+  // create is set, else ENOENT. holder: stat of base_fd.
+  Status edit_manifest(int base_fd, const struct stat& holder, std::string_view manifest_name,
+                       const std::function<Status(Manifest&)>& edit, bool create);
+  // Writes the sidecar of dir_fd/name recording `record` (and `accept`).
+  Status write_sidecar(int dir_fd, std::string_view name, const FileRecord& record,
+                       const std::optional<FileRecord>& accept, const Manifest* extras);
+
+  // Shared by seal(), mknod() and symlink(): records dir_fd/name (regular file
+  // or symlink) where it now lies (amend the entry or write the sidecar).
+  Status seal_at(const DirContext& ctx, int dir_fd, std::string_view name, bool sync_data);
+
+  // Records for every regular file and symlink under the directory src_fd,
+  // keyed key_prefix/<path>, with profile decisions made for dst_rel/<path>:
+  // data fsync'ed first (durability), validators run, digests taken.
+  Result<Manifest> records_for_tree(int src_fd, const std::string& key_prefix, const std::string& dst_rel);
+
+  class Publisher;   // the R1/R6/R10 transactions (publish.cpp)
+  struct FsckWalk;   // fsck.cpp
+  struct AdoptWalk;  // fsck.cpp
+};
+
+// Adds every section of `from.extra` into `into.extra`, entry by entry.
+void merge_extras(Manifest& into, const Manifest& from);
+// Drops the records of `key` (and of everything below it) from a manifest.
+void drop_records(Manifest& m, std::string_view key);
+
+}  // namespace sealfs

@@ -1,0 +1,269 @@
+// Visibility (R2, R3, R4, R7): where a directory sits (container, entry,
+// volatile area) and what the rules make of one name in it.
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+
+#include "core/store_impl.hpp"
+
+namespace sealfs {
+
+Result<std::string> Store::Impl::rel_of(int fd) const {
+  auto path = fd_path(fd);
+  if (!path) return path.error();
+  auto rel = rel_below(root_path, *path);
+  if (!rel) return rel.error();
+  // Anything under B/.sealfs (the quarantine included) is not ours to show.
+  auto parts = split_rel(*rel);
+  if (!parts.empty() && is_reserved_name(parts.front())) return make_error(ENOENT, "inside " + std::string(kStateDir));
+  return rel;
+}
+
+Result<DirContext> Store::Impl::context_of(int dir_fd) const {
+  DirContext ctx;
+  auto st = stat_fd(dir_fd);
+  if (!st) return st.error();
+  if (!S_ISDIR(st->st_mode)) return make_error(ENOTDIR, "not a directory");
+  ctx.st = *st;
+  auto rel = rel_of(dir_fd);
+  if (!rel) return rel.error();
+  ctx.rel = std::move(*rel);
+  ctx.is_volatile = profile.is_volatile(ctx.rel);
+  std::vector<std::string> parts = split_rel(ctx.rel);
+  if (static_cast<int>(parts.size()) > kMaxTreeDepth) return make_error(ELOOP, "directory too deep");
+  // Walk down from the root along the path the kernel reports, without
+  // following symlinks, looking for the deepest directory holding a manifest.
+  // The walk ends at dir_fd's own object, or the path changed meanwhile.
+  UniqueFd cur;
+  std::string walked;
+  for (const auto& part : parts) {
+    int raw = ::openat(cur ? cur.get() : root_fd.get(), part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (raw < 0) return make_error(ESTALE, "directory moved while being placed");
+    cur.reset(raw);
+    walked = join_rel(walked, part);
+    if (ctx.is_volatile) continue;
+    auto manifest = stat_at(cur.get(), kDirManifest);
+    if (manifest && S_ISREG(manifest->st_mode)) {
+      int dup = ::openat(cur.get(), ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (dup < 0) return errno_error("reopen entry root");
+      EntryRoot e;
+      e.fd.reset(dup);
+      auto est = stat_fd(dup);
+      if (!est) return est.error();
+      e.st = *est;
+      e.rel = walked;
+      ctx.entry = std::move(e);
+    }
+  }
+  if (cur) {
+    auto end = stat_fd(cur.get());
+    if (!end || !same_object(*end, ctx.st)) return make_error(ESTALE, "directory moved while being placed");
+  } else if (!same_object(ctx.st, root_st)) {
+    return make_error(ESTALE, "not the backing root");
+  }
+  if (ctx.entry) ctx.sub = ctx.rel.size() > ctx.entry->rel.size() ? ctx.rel.substr(ctx.entry->rel.size() + 1) : "";
+  return ctx;
+}
+
+Result<Store::Impl::Placed> Store::Impl::place(int path_fd) const {
+  auto st = stat_fd(path_fd);
+  if (!st) return st.error();
+  auto rel = rel_of(path_fd);
+  if (!rel) return rel.error();
+  if (rel->empty()) return make_error(EINVAL, "the root has no parent");
+  auto [parent_rel, name] = split_parent(*rel);
+  auto parent = open_beneath(root_fd.get(), parent_rel, O_PATH | O_DIRECTORY);
+  if (!parent) return parent.error();
+  auto now = stat_at(parent->get(), name);
+  if (!now || !same_object(*now, *st)) return make_error(ENOENT, "object moved meanwhile");
+  Placed p;
+  p.parent = std::move(*parent);
+  p.name = std::move(name);
+  p.rel = std::move(*rel);
+  p.st = *st;
+  return p;
+}
+
+EntryLocation Store::Impl::dir_entry_location(int dir_fd, const struct stat& st) const {
+  EntryLocation where;
+  where.base_fd = dir_fd;
+  where.manifest_name = std::string(kDirManifest);
+  where.dev = st.st_dev;
+  where.ino = st.st_ino;
+  return where;
+}
+
+EntryLocation Store::Impl::file_entry_location(int parent_fd, std::string_view name, const struct stat& st) const {
+  EntryLocation where;
+  where.base_fd = parent_fd;
+  where.manifest_name = sidecar_name(name);
+  where.dev = st.st_dev;
+  where.ino = st.st_ino;
+  where.file_name = std::string(name);
+  where.file_entry = true;
+  return where;
+}
+
+Result<Judgement> Store::Impl::judge(const DirContext& ctx, int dir_fd, std::string_view name, VerifyDepth depth) {
+  Judgement j;
+  auto st = stat_at(dir_fd, name);
+  if (!st) {
+    if (st.code() == ENOENT) return j;  // absent
+    return st.error();
+  }
+  j.st = *st;
+  auto hide = [&](std::string reason) {
+    j.verdict = Verdict::hidden;
+    j.reason = std::move(reason);
+    return j;
+  };
+  auto show = [&](ObjectKind kind) {
+    j.verdict = Verdict::visible;
+    j.kind = kind;
+    return j;
+  };
+  if (is_reserved_name(name)) return hide("reserved name");
+  const mode_t type = st->st_mode & S_IFMT;
+  if (type == S_IFCHR || type == S_IFBLK) return hide("device node");
+  if (profile.is_volatile(ctx.child_rel(name))) return show(ObjectKind::volatile_obj);
+  if (type == S_IFIFO || type == S_IFSOCK) return show(ObjectKind::special);
+
+  auto verify_child_dir = [&]() -> Result<Judgement> {
+    auto child = open_beneath(dir_fd, name, O_PATH | O_DIRECTORY);
+    if (!child) return child.error();
+    auto m = stat_at(child->get(), kDirManifest);
+    if (!m || !S_ISREG(m->st_mode)) return show(ctx.entry ? ObjectKind::entry_dir : ObjectKind::container);
+    auto v = entries.check(dir_entry_location(child->get(), *st), depth);
+    if (v->valid) return show(ObjectKind::dir_entry);
+    j.verdict = Verdict::invalid_self;
+    j.reason = v->reason;
+    return j;
+  };
+
+  if (ctx.entry) {
+    auto v = entries.check(dir_entry_location(ctx.entry->fd.get(), ctx.entry->st), depth);
+    if (!v->valid) {
+      j.verdict = Verdict::invalid_entry;
+      j.reason = v->reason;
+      return j;
+    }
+    if (type == S_IFDIR) return verify_child_dir();
+    if (type == S_IFREG || type == S_IFLNK) {
+      if (v->manifest && v->manifest->files.count(ctx.entry_key(name)) != 0) return show(ObjectKind::entry_file);
+      if (in_progress(*st)) return show(ObjectKind::in_progress);
+      return hide("not listed in the entry's manifest");
+    }
+    return hide("unknown file type");
+  }
+
+  if (type == S_IFDIR) return verify_child_dir();
+  if (type == S_IFREG || type == S_IFLNK) {
+    const std::string sidecar = sidecar_name(name);
+    auto sst = stat_at(dir_fd, sidecar);
+    if (sst) {
+      auto v = entries.check(file_entry_location(dir_fd, name, *st), depth);
+      if (v->valid) return show(ObjectKind::file_entry);
+      // Written through M and still open: the writer's seal will fix the sidecar.
+      if (in_progress(*st)) return show(ObjectKind::in_progress);
+      j.verdict = Verdict::invalid_self;
+      j.reason = v->reason;
+      j.companions.push_back(sidecar);
+      return j;
+    }
+    if (in_progress(*st)) return show(ObjectKind::in_progress);
+    return hide("foreign: no manifest covers it");
+  }
+  return hide("unknown file type");
+}
+
+void Store::Impl::invalidate(int parent_fd, std::string_view name, const struct stat& st) {
+  if (!options.on_invalidate) return;
+  Invalidation inv;
+  if (auto pst = stat_fd(parent_fd)) {
+    inv.parent_dev = pst->st_dev;
+    inv.parent_ino = pst->st_ino;
+  }
+  inv.name = std::string(name);
+  inv.dev = st.st_dev;
+  inv.ino = st.st_ino;
+  options.on_invalidate(inv);
+}
+
+void Store::Impl::quarantine_object(int parent_fd, std::string_view name, const struct stat& st, std::string rel,
+                                    std::string reason, std::vector<std::string> companions) {
+  Quarantine::Request req;
+  req.parent_fd = parent_fd;
+  req.name = std::string(name);
+  req.dev = st.st_dev;
+  req.ino = st.st_ino;
+  req.rel = std::move(rel);
+  req.reason = std::move(reason);
+  req.companions = std::move(companions);
+  auto moved = quarantine.move(req);
+  if (!moved) {
+    std::fprintf(stderr, "sealfs: cannot quarantine %s: %s\n", req.rel.c_str(), moved.error().message.c_str());
+    return;
+  }
+  if (!*moved) return;  // replaced meanwhile: not the object we judged
+  entries.forget(st.st_dev, st.st_ino);
+  invalidate(parent_fd, name, st);
+}
+
+void Store::Impl::quarantine_entry_root(const EntryRoot& entry, std::string reason) {
+  auto [parent_rel, name] = split_parent(entry.rel);
+  auto parent = open_beneath(root_fd.get(), parent_rel, O_PATH | O_DIRECTORY);
+  if (!parent) return;
+  quarantine_object(parent->get(), name, entry.st, entry.rel, std::move(reason));
+}
+
+void Store::Impl::act_on_invalid(const DirContext& ctx, int dir_fd, std::string_view name, const Judgement& j) {
+  if (j.verdict == Verdict::invalid_self)
+    quarantine_object(dir_fd, name, j.st, ctx.child_rel(name), j.reason, j.companions);
+  else if (j.verdict == Verdict::invalid_entry && ctx.entry)
+    quarantine_entry_root(*ctx.entry, j.reason);
+}
+
+Result<Judgement> Store::Impl::clear_hidden(const DirContext& ctx, int dir_fd, std::string_view name) {
+  auto j = judge(ctx, dir_fd, name, VerifyDepth::cached);
+  if (!j) return j.error();
+  switch (j->verdict) {
+    case Verdict::absent:
+    case Verdict::visible:
+      return j;
+    case Verdict::invalid_entry:
+      act_on_invalid(ctx, dir_fd, name, *j);
+      return make_error(ENOENT, "the enclosing entry is invalid: " + j->reason);
+    case Verdict::invalid_self:
+    case Verdict::hidden: {
+      std::vector<std::string> companions = j->companions;
+      const std::string sidecar = sidecar_name(name);
+      if (!S_ISDIR(j->st.st_mode) && companions.empty() && !ctx.entry && stat_at(dir_fd, sidecar).ok())
+        companions.push_back(sidecar);
+      quarantine_object(dir_fd, name, j->st, ctx.child_rel(name), "R5: hidden object in the way: " + j->reason,
+                        std::move(companions));
+      auto again = judge(ctx, dir_fd, name, VerifyDepth::cached);
+      if (!again) return again.error();
+      if (again->verdict != Verdict::absent && again->verdict != Verdict::visible)
+        return make_error(EBUSY, "hidden object could not be moved out of the way");
+      return again;
+    }
+  }
+  return j;
+}
+
+Result<Found> Store::Impl::found_at(int dir_fd, std::string_view name, ObjectKind kind, const struct stat* expect) {
+  auto fd = open_beneath(dir_fd, name, O_PATH | O_NOFOLLOW);
+  if (!fd) return fd.error();
+  auto st = stat_fd(fd->get());
+  if (!st) return st.error();
+  if (expect && !same_object(*st, *expect)) return make_error(ENOENT, "replaced meanwhile");
+  Found f;
+  f.fd = std::move(*fd);
+  f.st = *st;
+  f.kind = kind;
+  return f;
+}
+
+}  // namespace sealfs
