@@ -2,6 +2,7 @@
 # The sequences the packaging promises, on real mounts with the real daemon:
 #  1. sealfs@.service: clear-stale, `sealfs -f -o OPTIONS B B`, wait, status,
 #     unmount (ExecStop) -> the daemon exits 0 and nothing stays mounted;
+#     SIGTERM (systemd's fallback) unmounts and exits 0 as well;
 #  2. a daemon killed with SIGKILL leaves a dead mount that clear-stale
 #     detaches, and the restarted daemon serves the same content;
 #  3. an fstab line of type fuse.sealfs with mount-only options (nofail,
@@ -46,6 +47,12 @@ check "in-place write visible" hello "$(cat "$cache/greeting.txt")"
 "$mountctl" unmount "$cache"; check "ExecStop" 0 $?
 wait "$daemon"; check "daemon exit status after unmount" 0 $?
 check "nothing left mounted" 0 "$(fuse_mounts)"
+
+# 1b. systemd's fallback when ExecStop could not unmount: SIGTERM
+"$sealfs" -f -o profile=tilelang "$cache" "$cache" & daemon=$!
+"$mountctl" wait "$cache" 30
+kill -TERM "$daemon"; wait "$daemon"; check "daemon exit status after SIGTERM" 0 $?
+check "SIGTERM unmounted" 0 "$(fuse_mounts)"
 
 # 2. crash and restart
 "$sealfs" -f -o profile=tilelang "$cache" "$cache" & daemon=$!
