@@ -11,8 +11,9 @@
 # usage: service_lifecycle_test.sh SEALFS_BINARY SEALFS_MOUNTCTL
 set -u
 if [ "${SEALFS_IN_NAMESPACE:-}" != 1 ]; then
-  if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ] || ! command -v unshare >/dev/null || ! command -v mount.fuse3 >/dev/null; then
-    echo "skipped: needs root, /dev/fuse, unshare and mount.fuse3"
+  if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ] || ! command -v mount.fuse3 >/dev/null ||
+     ! unshare -m true 2>/dev/null; then
+    echo "skipped: needs root, /dev/fuse, mount.fuse3 and unshare -m (CAP_SYS_ADMIN)"
     exit 77
   fi
   SEALFS_IN_NAMESPACE=1 exec unshare -m sh "$0" "$@"
