@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/cuda.hpp"
+#include "core/cuda_magic_scan.hpp"
 #include "core/elf_reader.hpp"
 #include "core/fatbin.hpp"
 #include "core/ptx_text.hpp"
@@ -26,21 +27,14 @@ std::string CudaImageInfo::arch_name() const {
 
 namespace {
 
-constexpr unsigned char kFatbinMagicBytes[] = {0x50, 0xed, 0x55, 0xba};  // 0xBA55ED50, little-endian
-constexpr unsigned char kElfMagicBytes[] = {0x7f, 'E', 'L', 'F'};
+using cuda_detail::kElfMagicBytes;
+using cuda_detail::kFatbinMagicBytes;
 constexpr std::string_view kNvFatbinSection = ".nv_fatbin";
 
 std::string hex_offset(std::uint64_t offset) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(offset));
   return buf;
-}
-
-// Offset of the next `needle` in bytes at or after `from`, or bytes.size().
-std::uint64_t find_bytes(Bytes bytes, std::uint64_t from, std::span<const unsigned char> needle) {
-  if (from >= bytes.size()) return bytes.size();
-  const void* hit = ::memmem(bytes.data() + from, bytes.size() - from, needle.data(), needle.size());
-  return hit == nullptr ? bytes.size() : static_cast<std::uint64_t>(static_cast<const std::byte*>(hit) - bytes.data());
 }
 
 class Scanner {
@@ -116,21 +110,17 @@ class Scanner {
   Status scan_data(Bytes region, std::uint64_t from, const std::string& where) {
     const std::uint64_t base = static_cast<std::uint64_t>(region.data() - file_.data());
     std::uint64_t pos = from;
-    std::uint64_t next_fatbin = find_bytes(region, pos, kFatbinMagicBytes);
-    std::uint64_t next_elf = find_bytes(region, pos, kElfMagicBytes);
     while (pos < region.size()) {
-      if (next_fatbin < pos) next_fatbin = find_bytes(region, pos, kFatbinMagicBytes);
-      if (next_elf < pos) next_elf = find_bytes(region, pos, kElfMagicBytes);
-      const std::uint64_t hit = std::min(next_fatbin, next_elf);
+      const std::uint64_t hit = cuda_detail::find_next_magic(region, pos);
       if (hit >= region.size()) return {};
       const Bytes rest = region.subspan(hit);
       std::uint64_t consumed = 1;  // a chance match: move on by one byte
-      if (hit == next_fatbin && cuda_detail::looks_like_fatbin(rest)) {
+      if (cuda_detail::looks_like_fatbin(rest)) {
         auto size = add_fatbin(rest, base + hit, where);
         if (!size) return size.error();
         consumed = *size;
-      } else if (hit == next_elf && cuda_detail::looks_like_cubin(rest)) {
-        auto elf = cuda_detail::parse_elf(rest);
+      } else if (cuda_detail::looks_like_cubin(rest)) {
+        auto elf = cuda_detail::parse_elf(rest, cuda_detail::ElfDetail::headers);
         if (!elf) return make_error(EBADMSG, where + ": cubin at " + hex_offset(base + hit) + ": " + elf.error().message);
         add_cubin_image(*elf);
         out_.loadables.push_back(CudaLoadable{CudaLoadable::Form::cubin, rest.first(elf->extent),

@@ -34,7 +34,7 @@ bool overlap(Range a, Range b) {
 }
 
 template <class Types>
-Result<ElfInfo> parse_class(Bytes bytes) {
+Result<ElfInfo> parse_class(Bytes bytes, ElfDetail detail) {
   using Ehdr = typename Types::Ehdr;
   using Shdr = typename Types::Shdr;
   using Phdr = typename Types::Phdr;
@@ -97,10 +97,9 @@ Result<ElfInfo> parse_class(Bytes bytes) {
   if (overlap(shdr_table, ehdr) || overlap(shdr_table, phdr_table))
     return damaged("section header table overlaps another header table");
 
-  std::vector<Shdr> headers;
-  headers.reserve(shnum);
+  const auto section_header = [&](std::uint64_t i) { return read_at<Shdr>(bytes, eh->e_shoff + i * sizeof(Shdr)); };
   for (std::uint64_t i = 0; i < shnum; ++i) {
-    const auto sh = read_at<Shdr>(bytes, eh->e_shoff + i * sizeof(Shdr));
+    const auto sh = section_header(i);
     if (!sh) return damaged("truncated section header");
     if (sh->sh_type != SHT_NOBITS && sh->sh_type != SHT_NULL) {
       if (!in_bounds(size, sh->sh_offset, sh->sh_size))
@@ -110,15 +109,14 @@ Result<ElfInfo> parse_class(Bytes bytes) {
         return damaged("section " + std::to_string(i) + " overlaps the ELF header or section table");
       cover(sh->sh_offset + sh->sh_size);
     }
-    headers.push_back(*sh);
   }
 
-  const Shdr& strtab = headers[shstrndx];
+  const Shdr strtab = *section_header(shstrndx);
   if (strtab.sh_type != SHT_STRTAB) return damaged("section name table is not a string table");
   const std::string_view names(reinterpret_cast<const char*>(bytes.data() + strtab.sh_offset), strtab.sh_size);
-  info.sections.reserve(shnum);
+  if (detail == ElfDetail::sections) info.sections.reserve(shnum);
   for (std::uint64_t i = 0; i < shnum; ++i) {
-    const Shdr& sh = headers[i];
+    const Shdr sh = *section_header(i);
     if (sh.sh_name >= names.size() && !(i == 0 && sh.sh_name == 0)) return damaged("section name outside the name table");
     std::string_view name;
     if (sh.sh_name < names.size()) {
@@ -127,7 +125,8 @@ Result<ElfInfo> parse_class(Bytes bytes) {
       if (nul == std::string_view::npos) return damaged("unterminated section name");
       name = name.substr(0, nul);
     }
-    info.sections.push_back(ElfSection{std::string(name), sh.sh_type, sh.sh_flags, sh.sh_offset, sh.sh_size});
+    if (detail == ElfDetail::sections)
+      info.sections.push_back(ElfSection{std::string(name), sh.sh_type, sh.sh_flags, sh.sh_offset, sh.sh_size});
   }
   return info;
 }
@@ -146,7 +145,7 @@ bool looks_like_cubin(Bytes bytes) {
   return machine && *machine == kEmCuda;
 }
 
-Result<ElfInfo> parse_elf(Bytes bytes) {
+Result<ElfInfo> parse_elf(Bytes bytes, ElfDetail detail) {
   if (bytes.size() < EI_NIDENT) return damaged("truncated inside e_ident");
   if (!has_elf_magic(bytes)) return damaged("no ELF magic");
   if (static_cast<unsigned char>(bytes[EI_VERSION]) != EV_CURRENT) return damaged("unknown ELF version");
@@ -160,9 +159,9 @@ Result<ElfInfo> parse_elf(Bytes bytes) {
   }
   switch (static_cast<unsigned char>(bytes[EI_CLASS])) {
     case ELFCLASS64:
-      return parse_class<Elf64Types>(bytes);
+      return parse_class<Elf64Types>(bytes, detail);
     case ELFCLASS32:
-      return parse_class<Elf32Types>(bytes);
+      return parse_class<Elf32Types>(bytes, detail);
     default:
       return damaged("bad ELF class");
   }

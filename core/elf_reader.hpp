@@ -39,9 +39,15 @@ bool has_elf_magic(Bytes bytes);
 // how an embedded cubin is recognised inside a data blob.
 bool looks_like_cubin(Bytes bytes);
 
+// What parse_elf hands back: cubins inside fatbins need only the header
+// fields, host libraries also the section list (which costs allocations).
+enum class ElfDetail { headers, sections };
+
 // Validate the ELF image at the start of `bytes`; everything it refers to must
-// lie inside `bytes`. Big-endian images are ENOTSUP (no CUDA target uses them).
-Result<ElfInfo> parse_elf(Bytes bytes);
+// lie inside `bytes`. Every section is checked either way; `detail` only says
+// whether ElfInfo::sections is filled. Big-endian images are ENOTSUP (no CUDA
+// target uses them).
+Result<ElfInfo> parse_elf(Bytes bytes, ElfDetail detail = ElfDetail::sections);
 
 // The SM number a cubin's e_flags carry: bits 8..15 from ELF ABI version 8
 // on (CUDA 12.8+ and 13: sm_90 → 0x...5a..), bits 0..7 before.

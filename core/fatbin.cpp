@@ -32,7 +32,7 @@ Status check_payload(const FatbinEntry& entry, Bytes payload, std::uint64_t at) 
   if (entry.compressed()) return {};  // checked by sizes only: no decompressor here
   switch (entry.kind) {
     case FatbinKind::elf: {
-      auto elf = parse_elf(payload);
+      auto elf = parse_elf(payload, ElfDetail::headers);
       if (!elf) return damaged(at, "embedded cubin: " + elf.error().message);
       if (elf->machine != kEmCuda) return damaged(at, "embedded ELF is not a cubin");
       if (cubin_sm(*elf) != entry.arch) return damaged(at, "cubin SM differs from the entry's arch");

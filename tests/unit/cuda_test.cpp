@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/cuda_magic_scan.hpp"
 #include "core/elf_reader.hpp"
 #include "core/fatbin.hpp"
 #include "core/ptx_text.hpp"
@@ -342,6 +343,25 @@ TEST(CudaDamage, EmbeddedBlobCubinWithOverstatedTablesIsRejected) {
   ASSERT_GE(at, rodata->sh_offset);
   put<std::uint64_t>(b, at + offsetof(Elf64_Ehdr, e_shoff), rodata->sh_size);
   EXPECT_EQ(scan_cuda_images(b).code(), EBADMSG);
+}
+
+// ---- magic search -------------------------------------------------------------------
+
+TEST(CudaMagicScan, FindsEitherMagicAtEveryOffsetAndLength) {
+  // Every placement around the 16-byte SIMD blocks and the buffer's end.
+  for (std::size_t size = 4; size <= 70; ++size) {
+    for (std::size_t at = 0; at + 4 <= size; ++at) {
+      for (const auto* magic : {cuda_detail::kFatbinMagicBytes, cuda_detail::kElfMagicBytes}) {
+        Bytes b(size, std::byte{0x7f});  // first bytes of a magic everywhere: near misses
+        std::memcpy(b.data() + at, magic, 4);
+        ASSERT_EQ(cuda_detail::find_next_magic(b, 0), at) << "size " << size << " at " << at;
+        ASSERT_EQ(cuda_detail::find_next_magic(b, at + 1), size) << "size " << size << " at " << at;
+      }
+    }
+  }
+  Bytes cut{std::byte{0x50}, std::byte{0xed}, std::byte{0x55}};
+  EXPECT_EQ(cuda_detail::find_next_magic(cut, 0), cut.size());
+  EXPECT_EQ(cuda_detail::find_next_magic(Bytes{}, 0), 0u);
 }
 
 // ---- PTX --------------------------------------------------------------------------
