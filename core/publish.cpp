@@ -195,7 +195,7 @@ class Store::Impl::Publisher {
   // R5/R6 checks on the destination, right before the rename. Hidden objects
   // are quarantined; a visible directory holding only hidden things too.
   Result<Judgement> clear_destination(const DirContext& dctx, int dd, std::string_view dn, const struct stat& src_st,
-                                      unsigned flags) {
+                                      unsigned flags, bool* exchange = nullptr) {
     auto dj = s_.clear_hidden(dctx, dd, dn);
     if (!dj) return dj;
     if (dj->verdict != Verdict::visible) return dj;
@@ -212,11 +212,14 @@ class Store::Impl::Publisher {
       if (!visible) return visible.error();
       if (*visible) return make_error(ENOTEMPTY, std::string(dn) + " is not empty");
       auto backing = read_dir(sub->fd.get());
-      if (backing && !backing->empty()) {
-        // Only hidden leftovers: they must not block the publish (R5).
+      if (backing && !backing->empty() && exchange != nullptr) {
+        // Only hidden leftovers: they must not block the publish (R5). The
+        // caller swaps src in atomically (RENAME_EXCHANGE) and quarantines
+        // the old directory from src's place, so no crash shows neither.
+        *exchange = true;
+      } else if (backing && !backing->empty()) {
         s_.quarantine_object(dd, dn, dj->st, dctx.child_rel(dn), "R5: directory holding only hidden objects");
-        Judgement gone;
-        return gone;
+        return Judgement{};
       }
     }
     return dj;
@@ -299,14 +302,18 @@ Status Store::Impl::Publisher::publish_dir(const DirContext& sctx, int sd, std::
     if (Status d = s_.sync_directory(src->fd.get()); !d) return d;
     if (s_.crash_at(step::kManifestWritten)) return crashed(step::kManifestWritten);
   }
-  auto dj = clear_destination(dctx, dd, dn, sj.st, flags);
+  bool exchange = false;
+  auto dj = clear_destination(dctx, dd, dn, sj.st, flags, &exchange);
   if (!dj) return dj.error();
   if (s_.crash_at(step::kDstCleared)) return crashed(step::kDstCleared);
   // Leaving an entry: the directory now carries its own manifest, so
   // unlisting it from the old entry never shows a partial state.
   if (Status u = unlist_source(sctx, sn, sj); !u) return u;
-  if (Status r = rename_at(sd, sn, dd, dn, flags); !r) return r;
+  if (Status r = rename_at(sd, sn, dd, dn, exchange ? RENAME_EXCHANGE : flags); !r) return r;
   if (s_.crash_at(step::kRenamed)) return crashed(step::kRenamed);
+  if (exchange) {
+    s_.quarantine_object(sd, sn, dj->st, dctx.child_rel(dn), "R5: directory holding only hidden objects");
+  }
   if (Status d = sync_parents(sd, dd); !d) return d;
   if (s_.crash_at(step::kDirSynced)) return crashed(step::kDirSynced);
   if (dj->verdict == Verdict::visible) s_.invalidate(dd, dn, dj->st);
