@@ -1,11 +1,12 @@
 #include "core/digest.hpp"
 
 #include <openssl/evp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <new>
-#include <vector>
 
 namespace sealfs {
 
@@ -18,6 +19,17 @@ constexpr char kHexDigits[] = "0123456789abcdef";
 // costs little next to the hash itself. pread, not mmap: a file truncated
 // behind our back must give a short read, not SIGBUS in the daemon.
 constexpr std::size_t kReadBlock = 1u << 20;
+// Small files get a small buffer: most cache entries hold a few files of a
+// few KiB, and a fresh 1 MiB buffer per file would cost more than the hash.
+constexpr std::size_t kMinReadBlock = 64u << 10;
+
+std::size_t buffer_size_for(const struct stat& st) {
+  if (!S_ISREG(st.st_mode) || st.st_size < 0) return kReadBlock;
+  // One byte more than the size, so the read that sees EOF needs no second
+  // buffer's worth of work; a file that grows meanwhile is still read whole.
+  auto want = static_cast<std::uint64_t>(st.st_size) + 1;
+  return static_cast<std::size_t>(std::clamp<std::uint64_t>(want, kMinReadBlock, kReadBlock));
+}
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -98,17 +110,21 @@ Sha256 sha256_of(std::string_view data) {
 }
 
 Result<FileDigest> sha256_fd(int fd, std::uint64_t* bytes_hashed) {
-  std::vector<std::byte> buf(kReadBlock);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return errno_error("fstat before hashing");
+  // Uninitialised on purpose: every byte hashed was first written by pread.
+  const std::size_t buf_size = buffer_size_for(st);
+  auto buf = std::make_unique_for_overwrite<std::byte[]>(buf_size);
   Sha256Hasher hasher;
   FileDigest out;
   for (;;) {
-    ssize_t n = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(out.size));
+    ssize_t n = ::pread(fd, buf.get(), buf_size, static_cast<off_t>(out.size));
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno_error("pread while hashing");
     }
     if (n == 0) break;
-    hasher.update(std::span(buf.data(), static_cast<std::size_t>(n)));
+    hasher.update(std::span(buf.get(), static_cast<std::size_t>(n)));
     out.size += static_cast<std::uint64_t>(n);
     // Counted as we go so a failure halfway still shows the work done.
     if (bytes_hashed != nullptr) *bytes_hashed += static_cast<std::uint64_t>(n);

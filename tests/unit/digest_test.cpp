@@ -102,6 +102,32 @@ TEST(Digest, FdEmptyFile) {
   EXPECT_EQ(r->size, 0u);
 }
 
+TEST(Digest, FdSizesAroundBufferBoundaries) {
+  // 64 KiB is the smallest read buffer and 1 MiB the largest: sizes at and
+  // next to them exercise the EOF read landing exactly on a block edge.
+  test::TempDir dir;
+  for (std::size_t size : {std::size_t{1}, std::size_t{65535}, std::size_t{65536}, std::size_t{65537},
+                           std::size_t{1} << 20, (std::size_t{1} << 20) + 1, std::size_t{2} << 20}) {
+    std::string data(size, '\0');
+    for (std::size_t i = 0; i < size; ++i) data[i] = static_cast<char>(i * 131 + size);
+    test::write_file(dir / "f", data);
+    UniqueFd fd = open_read(dir / "f");
+    auto r = sha256_fd(fd.get());
+    ASSERT_TRUE(r.ok()) << size;
+    EXPECT_EQ(r->size, size);
+    EXPECT_EQ(r->sha256, sha256_of(data)) << size;
+  }
+}
+
+TEST(Digest, FdOnPipeFailsWithEspipe) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  UniqueFd rd(p[0]), wr(p[1]);
+  auto r = sha256_fd(rd.get());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), ESPIPE);
+}
+
 TEST(Digest, FdErrorsCarryErrno) {
   auto bad_fd = sha256_fd(-1);
   ASSERT_FALSE(bad_fd.ok());
