@@ -1,0 +1,96 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "fs/writer_tracking.hpp"
+
+namespace sealfs::fs {
+namespace {
+
+// A /proc/<tid>/stat line with the given flags (field 9) and exit code (field 52).
+std::string stat_line(const std::string& comm, unsigned long flags, int exit_code) {
+  std::string s = "1234 (" + comm + ") R 1 1234 1234 0 -1 " + std::to_string(flags);
+  for (int field = 10; field < 52; ++field) s += " 0";
+  s += " " + std::to_string(exit_code) + "\n";
+  return s;
+}
+
+TEST(CloserStateTest, ExitingWithSignalOrFailureIsAbandoned) {
+  EXPECT_EQ(closer_state_from_stat(stat_line("python3", 0x4, 9)), CloserState::abandoned);
+  EXPECT_EQ(closer_state_from_stat(stat_line("python3", 0x404044, 3 << 8)), CloserState::abandoned);
+}
+
+TEST(CloserStateTest, AliveOrCleanExitIsNormal) {
+  EXPECT_EQ(closer_state_from_stat(stat_line("cc", 0x400000, 0)), CloserState::normal);
+  EXPECT_EQ(closer_state_from_stat(stat_line("cc", 0x4, 0)), CloserState::normal);
+  EXPECT_EQ(closer_state_from_stat(stat_line("cc", 0x0, 9)), CloserState::normal);
+}
+
+TEST(CloserStateTest, CommWithSpacesAndParenthesesIsSkipped) {
+  EXPECT_EQ(closer_state_from_stat(stat_line("a) R 1 (b c", 0x4, 9)), CloserState::abandoned);
+}
+
+TEST(CloserStateTest, GarbageCountsAsNormal) {
+  EXPECT_EQ(closer_state_from_stat(""), CloserState::normal);
+  EXPECT_EQ(closer_state_from_stat("1 (x) R 1 2 3"), CloserState::normal);
+  EXPECT_EQ(closer_state_from_stat("no parenthesis at all"), CloserState::normal);
+  EXPECT_EQ(closer_state_from_stat("1 (x) R 1 1 1 0 -1 notanumber"), CloserState::normal);
+}
+
+TEST(CloserStateTest, ThisLiveProcessIsNormalAndMissingTaskIsNormal) {
+  EXPECT_EQ(closer_state_of(::getpid()), CloserState::normal);
+  EXPECT_EQ(closer_state_of(0), CloserState::normal);
+  EXPECT_EQ(closer_state_of(-1), CloserState::normal);
+}
+
+TEST(WriterTrackingTest, InProgressUntilTheSealAfterTheLastRelease) {
+  WriterTracking w;
+  EXPECT_FALSE(w.in_progress(1, 2));
+  w.opened(1, 2);
+  w.opened(1, 2);
+  EXPECT_TRUE(w.in_progress(1, 2));
+  EXPECT_FALSE(w.released(1, 2, false).has_value());  // not the last
+  auto last = w.released(1, 2, false);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_FALSE(*last);                 // seal, not abandon
+  EXPECT_TRUE(w.in_progress(1, 2));    // still, while sealing
+  w.finished(1, 2);
+  EXPECT_FALSE(w.in_progress(1, 2));
+}
+
+TEST(WriterTrackingTest, OneAbandonedHandleAbandonsTheFile) {
+  WriterTracking w;
+  w.opened(1, 2);
+  w.opened(1, 2);
+  EXPECT_FALSE(w.released(1, 2, true).has_value());
+  auto last = w.released(1, 2, false);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_TRUE(*last);
+  w.finished(1, 2);
+  // The verdict does not stick to the next round of writers.
+  w.opened(1, 2);
+  auto next = w.released(1, 2, false);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_FALSE(*next);
+}
+
+TEST(WriterTrackingTest, UnknownReleaseAndCancelDoNothing) {
+  WriterTracking w;
+  EXPECT_FALSE(w.released(5, 6, false).has_value());
+  w.opened(5, 6);
+  w.cancelled(5, 6);
+  EXPECT_FALSE(w.in_progress(5, 6));
+  EXPECT_FALSE(w.released(5, 6, false).has_value());
+}
+
+TEST(WriterTrackingTest, FilesAreKeptApart) {
+  WriterTracking w;
+  w.opened(1, 2);
+  EXPECT_TRUE(w.in_progress(1, 2));
+  EXPECT_FALSE(w.in_progress(1, 3));
+  EXPECT_FALSE(w.in_progress(2, 2));
+}
+
+}  // namespace
+}  // namespace sealfs::fs

@@ -1,0 +1,101 @@
+#include "tests/support/process.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <thread>
+
+#include "tests/support/temp_dir.hpp"
+
+extern char** environ;
+
+namespace sealfs::test {
+namespace {
+
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+std::vector<std::string> environment_with(const std::vector<std::string>& extra) {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string entry(*e);
+    const std::string name = entry.substr(0, entry.find('='));
+    bool overridden = false;
+    for (const auto& x : extra) overridden = overridden || x.substr(0, x.find('=')) == name;
+    if (!overridden) env.push_back(entry);
+  }
+  env.insert(env.end(), extra.begin(), extra.end());
+  return env;
+}
+
+pid_t spawn_with_files(const std::vector<std::string>& argv, const std::string& out_path,
+                       const std::string& err_path, const std::vector<std::string>& extra_env) {
+  std::vector<std::string> args = argv;
+  std::vector<std::string> env = environment_with(extra_env);
+  auto c_args = c_strings(args);
+  auto c_env = c_strings(env);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, c_args[0], &actions, nullptr, c_args.data(), c_env.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    errno = rc;
+    return -1;
+  }
+  return pid;
+}
+
+}  // namespace
+
+int decode_wait_status(int wstatus) {
+  if (WIFEXITED(wstatus)) return WEXITSTATUS(wstatus);
+  if (WIFSIGNALED(wstatus)) return 128 + WTERMSIG(wstatus);
+  return -1;
+}
+
+int wait_process(pid_t pid, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    int wstatus = 0;
+    const pid_t r = ::waitpid(pid, &wstatus, WNOHANG);
+    if (r == pid) return decode_wait_status(wstatus);
+    if (r < 0 && errno != EINTR) return -1;
+    if (std::chrono::steady_clock::now() >= deadline) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+pid_t spawn_process(const std::vector<std::string>& argv, const std::string& log_path,
+                    const std::vector<std::string>& extra_env) {
+  return spawn_with_files(argv, log_path, log_path, extra_env);
+}
+
+ProcessResult run_process(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
+                          std::chrono::milliseconds limit) {
+  TempDir logs("sealfs-proc");
+  ProcessResult result;
+  const pid_t pid = spawn_with_files(argv, logs / "out", logs / "err", extra_env);
+  if (pid < 0) return result;
+  result.status = wait_process(pid, limit);
+  if (result.status == -1) {
+    ::kill(pid, SIGKILL);
+    wait_process(pid, std::chrono::seconds(10));
+  }
+  result.out = read_file(logs / "out").value_or("");
+  result.err = read_file(logs / "err").value_or("");
+  return result;
+}
+
+}  // namespace sealfs::test

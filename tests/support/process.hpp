@@ -1,0 +1,37 @@
+// Child processes for tests: run a command to completion with its output
+// captured, or start one in the background and reap it later.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace sealfs::test {
+
+struct ProcessResult {
+  // The exit code, or 128 + signal number when killed by a signal, or -1
+  // when it could not be started or ran past its time limit.
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+// Run argv[0] (searched in PATH) with extra "NAME=value" environment entries.
+ProcessResult run_process(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {},
+                          std::chrono::milliseconds limit = std::chrono::seconds(60));
+
+// Start argv in the background with stdout and stderr going to log_path.
+// Returns the pid, or -1 with errno set.
+pid_t spawn_process(const std::vector<std::string>& argv, const std::string& log_path,
+                    const std::vector<std::string>& extra_env = {});
+
+// Wait for pid up to limit; the status as in ProcessResult, -1 on timeout
+// (the process is then still running).
+int wait_process(pid_t pid, std::chrono::milliseconds limit);
+
+// Decode a waitpid() status the same way.
+int decode_wait_status(int wstatus);
+
+}  // namespace sealfs::test
