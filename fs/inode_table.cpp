@@ -16,8 +16,11 @@ InodeRef InodeTable::remember(Found&& found) {
   const std::pair key{found.st.st_dev, found.st.st_ino};
   if (auto it = by_key_.find(key); it != by_key_.end()) {
     Slot& slot = by_id_.at(it->second);
-    if (slot.inode->id != FUSE_ROOT_ID) ++slot.nlookup;
-    slot.inode->kind = found.kind;
+    if (slot.inode->id != FUSE_ROOT_ID) {
+      ++slot.nlookup;
+      slot.inode->kind = found.kind;
+      if (found.fd) slot.inode->replace_path_fd(std::move(found.fd));
+    }
     return slot.inode;
   }
   const fuse_ino_t id = next_id_++;

@@ -24,14 +24,36 @@
 
 namespace sealfs::fs {
 
-struct Inode {
-  Inode(fuse_ino_t id_, UniqueFd fd_, dev_t dev_, ino_t ino_) : id(id_), fd(std::move(fd_)), dev(dev_), ino(ino_) {}
+class Inode {
+ public:
+  Inode(fuse_ino_t id_, UniqueFd fd, dev_t dev_, ino_t ino_)
+      : id(id_), dev(dev_), ino(ino_), fd_(std::make_shared<const UniqueFd>(std::move(fd))) {}
+
   const fuse_ino_t id;
-  const UniqueFd fd;  // O_PATH|O_NOFOLLOW; keeps the backing inode (and its number) alive
   const dev_t dev;
   const ino_t ino;
   // What the last lookup said it is; decides kernel cache timeouts.
   std::atomic<ObjectKind> kind{ObjectKind::container};
+
+  // The O_PATH|O_NOFOLLOW fd, kept alive for as long as the caller holds
+  // the pointer even if a newer lookup replaces it meanwhile.
+  std::shared_ptr<const UniqueFd> path_fd() const {
+    std::lock_guard lock(mu_);
+    return fd_;
+  }
+  // An O_PATH fd remembers the name it was opened by, and the store finds an
+  // object's place (its entry, its sidecar) from it. With hard links, or
+  // after a replace, the newest name is the one that still leads to the
+  // object, so every lookup hands its fresh fd in here.
+  void replace_path_fd(UniqueFd fd) {
+    auto fresh = std::make_shared<const UniqueFd>(std::move(fd));
+    std::lock_guard lock(mu_);
+    fd_.swap(fresh);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const UniqueFd> fd_;  // never null
 };
 
 using InodeRef = std::shared_ptr<Inode>;
@@ -42,7 +64,7 @@ class InodeTable {
   void set_root(Found root);
 
   // The inode for a Found (new or existing), with its lookup count raised
-  // by one. An existing inode keeps its fd; the one in found is dropped.
+  // by one. An existing inode takes found's fd (see Inode::replace_path_fd).
   InodeRef remember(Found&& found);
   // Lower the lookup count; at zero the inode leaves the table (its fd is
   // closed once the last request using it lets go of the reference).

@@ -151,7 +151,8 @@ void finish_handle(Filesystem& fs, FileHandle& handle) {
   const InodeRef& inode = handle.inode;
   const auto last = fs.writers.released(inode->dev, inode->ino, handle.abandoned.load());
   if (!last) return;
-  const Status status = *last ? fs.store->abandon(inode->fd.get()) : fs.store->seal(inode->fd.get());
+  const auto pfd = inode->path_fd();
+  const Status status = *last ? fs.store->abandon(pfd->get()) : fs.store->seal(pfd->get());
   fs.writers.finished(inode->dev, inode->ino);
   if (!status)
     syslog(LOG_WARNING, "sealfs: %s at last close: %s", *last ? "abandon" : "seal", status.error().message.c_str());
@@ -164,7 +165,7 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     Filesystem& fs = fs_of(req);
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
-    auto found = fs.store->lookup(dir->fd.get(), name);
+    auto found = fs.store->lookup(dir->path_fd()->get(), name);
     if (!found) return reply_error(req, found.error());
     reply_entry(req, fs, std::move(*found));
   });
@@ -187,7 +188,7 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
     InodeRef inode = inode_or_reply(req, ino);
     if (!inode) return;
     struct stat st {};
-    if (int e = stat_fd(inode->fd.get(), st)) return (void)fuse_reply_err(req, e);
+    if (int e = stat_fd(inode->path_fd()->get(), st)) return (void)fuse_reply_err(req, e);
     fuse_reply_attr(req, &st, timeout_for(fs, inode->kind));
   });
 }
@@ -202,7 +203,8 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
     if (!inode) return;
     auto handle = fi ? fs.files.get(fi->fh) : nullptr;
     const int hfd = handle && handle->fd ? handle->fd.get() : -1;
-    const int pfd = inode->fd.get();
+    const auto pfd_ref = inode->path_fd();  // held: a concurrent lookup may replace it
+    const int pfd = pfd_ref->get();
 
     if (to_set & FUSE_SET_ATTR_MODE) {
       struct stat st {};
@@ -245,7 +247,7 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino) {
     InodeRef inode = inode_or_reply(req, ino);
     if (!inode) return;
     char buf[PATH_MAX + 1];
-    const ssize_t n = ::readlinkat(inode->fd.get(), "", buf, sizeof buf);
+    const ssize_t n = ::readlinkat(inode->path_fd()->get(), "", buf, sizeof buf);
     if (n < 0) return (void)fuse_reply_err(req, errno_or(EIO));
     if (static_cast<size_t>(n) >= sizeof buf) return (void)fuse_reply_err(req, ENAMETOOLONG);
     buf[n] = '\0';
@@ -257,7 +259,7 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino) {
 
 void reply_created(fuse_req_t req, Filesystem& fs, const InodeRef& dir, Result<Found> found) {
   if (!found) return reply_error(req, found.error());
-  give_to_caller(fs, req, dir->fd.get(), *found);
+  give_to_caller(fs, req, dir->path_fd()->get(), *found);
   reply_entry(req, fs, std::move(*found));
 }
 
@@ -266,7 +268,7 @@ void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) 
     Filesystem& fs = fs_of(req);
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
-    reply_created(req, fs, dir, fs.store->mkdir(dir->fd.get(), name, mode));
+    reply_created(req, fs, dir, fs.store->mkdir(dir->path_fd()->get(), name, mode));
   });
 }
 
@@ -275,7 +277,7 @@ void op_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const cha
     Filesystem& fs = fs_of(req);
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
-    reply_created(req, fs, dir, fs.store->symlink(dir->fd.get(), name, target));
+    reply_created(req, fs, dir, fs.store->symlink(dir->path_fd()->get(), name, target));
   });
 }
 
@@ -284,7 +286,7 @@ void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, 
     Filesystem& fs = fs_of(req);
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
-    reply_created(req, fs, dir, fs.store->mknod(dir->fd.get(), name, mode, rdev));
+    reply_created(req, fs, dir, fs.store->mknod(dir->path_fd()->get(), name, mode, rdev));
   });
 }
 
@@ -295,7 +297,7 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* n
     if (!inode) return;
     InodeRef dir = inode_or_reply(req, newparent);
     if (!dir) return;
-    auto found = fs.store->link(inode->fd.get(), dir->fd.get(), newname);
+    auto found = fs.store->link(inode->path_fd()->get(), dir->path_fd()->get(), newname);
     if (!found) return reply_error(req, found.error());
     reply_entry(req, fs, std::move(*found));  // a link keeps the object's owner
   });
@@ -305,7 +307,7 @@ void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   guarded(req, [&] {
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
-    fuse_reply_err(req, fs_of(req).store->unlink(dir->fd.get(), name).code());
+    fuse_reply_err(req, fs_of(req).store->unlink(dir->path_fd()->get(), name).code());
   });
 }
 
@@ -313,7 +315,7 @@ void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   guarded(req, [&] {
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
-    fuse_reply_err(req, fs_of(req).store->rmdir(dir->fd.get(), name).code());
+    fuse_reply_err(req, fs_of(req).store->rmdir(dir->path_fd()->get(), name).code());
   });
 }
 
@@ -324,7 +326,7 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
     if (!src) return;
     InodeRef dst = inode_or_reply(req, newparent);
     if (!dst) return;
-    fuse_reply_err(req, fs_of(req).store->rename(src->fd.get(), name, dst->fd.get(), newname, flags).code());
+    fuse_reply_err(req, fs_of(req).store->rename(src->path_fd()->get(), name, dst->path_fd()->get(), newname, flags).code());
   });
 }
 
@@ -335,9 +337,9 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     Filesystem& fs = fs_of(req);
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
-    auto created = fs.store->create(dir->fd.get(), name, mode, fi->flags);
+    auto created = fs.store->create(dir->path_fd()->get(), name, mode, fi->flags);
     if (!created) return reply_error(req, created.error());
-    give_to_caller(fs, req, dir->fd.get(), created->found);
+    give_to_caller(fs, req, dir->path_fd()->get(), created->found);
     const bool tracked = opens_for_write(fi->flags) && tracked_kind(created->found.kind);
     auto handle = std::make_shared<FileHandle>();
     handle->fd = std::move(created->open_fd);
@@ -366,9 +368,14 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     // In progress from before the open, so that the store never judges the
     // file half written by this very handle.
     if (tracked) fs.writers.opened(inode->dev, inode->ino);
-    auto fd = fs.store->open(inode->fd.get(), flags);
+    auto fd = fs.store->open(inode->path_fd()->get(), flags);
     if (!fd) {
       if (tracked) fs.writers.cancelled(inode->dev, inode->ino);
+      // The kernel resolved the name to this inode before it was replaced or
+      // unlinked (R6 swaps, link-then-unlink). ESTALE makes the VFS redo the
+      // open with a fresh lookup, which finds the current object or answers
+      // ENOENT itself; a native filesystem would never say ENOENT here.
+      if (fd.code() == ENOENT) return (void)fuse_reply_err(req, ESTALE);
       return reply_error(req, fd.error());
     }
     auto handle = std::make_shared<FileHandle>();
@@ -462,7 +469,7 @@ void op_lseek(fuse_req_t req, fuse_ino_t /*ino*/, off_t off, int whence, fuse_fi
 // ---- directories ---------------------------------------------------------------
 
 Status load_listing(Filesystem& fs, DirHandle& dir) {
-  auto items = fs.store->list(dir.inode->fd.get());
+  auto items = fs.store->list(dir.inode->path_fd()->get());
   if (!items) return items.error();
   dir.items = std::move(*items);
   return {};
@@ -512,7 +519,7 @@ void do_readdir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool
         e.attr.st_mode = S_IFDIR;
         entsize = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &e, next);
       } else {
-        auto found = fs.store->lookup(dir->inode->fd.get(), name);
+        auto found = fs.store->lookup(dir->inode->path_fd()->get(), name);
         if (!found) continue;  // hidden or gone since the listing: leave it out
         fuse_entry_param e = remember(fs, std::move(*found));
         entsize = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &e, next);
@@ -546,7 +553,7 @@ void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* /
     InodeRef inode = inode_or_reply(req, ino);
     if (!inode) return;
     // O_PATH fds cannot be fsync'ed: open the directory itself for this.
-    UniqueFd fd(::openat(inode->fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    UniqueFd fd(::openat(inode->path_fd()->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd) return (void)fuse_reply_err(req, errno_or(EIO));
     const int rc = datasync ? ::fdatasync(fd.get()) : ::fsync(fd.get());
     fuse_reply_err(req, rc == 0 ? 0 : errno_or(EIO));
@@ -583,7 +590,8 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) 
       if (ino == FUSE_ROOT_ID && name == kStatusXattr) return reply_xattr_value(req, fs.store->metrics().to_json(), size);
       return (void)fuse_reply_err(req, ENODATA);
     }
-    const std::string path = proc_fd_path(inode->fd.get());
+    const auto pfd_ref = inode->path_fd();  // held while the /proc path is in use
+    const std::string path = proc_fd_path(pfd_ref->get());
     std::string value(size, '\0');
     const ssize_t n = ::getxattr(path.c_str(), name, size ? value.data() : nullptr, size);
     if (n < 0) return (void)fuse_reply_err(req, errno_or(EIO));
@@ -596,7 +604,8 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   guarded(req, [&] {
     InodeRef inode = inode_or_reply(req, ino);
     if (!inode) return;
-    const std::string path = proc_fd_path(inode->fd.get());
+    const auto pfd_ref = inode->path_fd();  // held while the /proc path is in use
+    const std::string path = proc_fd_path(pfd_ref->get());
     std::string names;
     for (int attempt = 0; attempt < 8; ++attempt) {  // the list may grow between the two calls
       const ssize_t want = ::listxattr(path.c_str(), nullptr, 0);
@@ -629,7 +638,8 @@ void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* v
     InodeRef inode = inode_or_reply(req, ino);
     if (!inode) return;
     if (reserved_xattr(name)) return (void)fuse_reply_err(req, EPERM);
-    const std::string path = proc_fd_path(inode->fd.get());
+    const auto pfd_ref = inode->path_fd();  // held while the /proc path is in use
+    const std::string path = proc_fd_path(pfd_ref->get());
     fuse_reply_err(req, ::setxattr(path.c_str(), name, value, size, flags) == 0 ? 0 : errno_or(EIO));
   });
 }
@@ -639,7 +649,8 @@ void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
     InodeRef inode = inode_or_reply(req, ino);
     if (!inode) return;
     if (reserved_xattr(name)) return (void)fuse_reply_err(req, EPERM);
-    const std::string path = proc_fd_path(inode->fd.get());
+    const auto pfd_ref = inode->path_fd();  // held while the /proc path is in use
+    const std::string path = proc_fd_path(pfd_ref->get());
     fuse_reply_err(req, ::removexattr(path.c_str(), name) == 0 ? 0 : errno_or(EIO));
   });
 }

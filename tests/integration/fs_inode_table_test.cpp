@@ -51,7 +51,23 @@ TEST_F(InodeTableTest, SameObjectSameIdAndCountedLookups) {
   EXPECT_EQ(table_.find(first->dev, first->ino), nullptr);
   // The held reference keeps its fd usable after the kernel forgot it.
   struct stat st {};
-  EXPECT_EQ(::fstatat(first->fd.get(), "", &st, AT_EMPTY_PATH), 0);
+  EXPECT_EQ(::fstatat(first->path_fd()->get(), "", &st, AT_EMPTY_PATH), 0);
+}
+
+TEST_F(InodeTableTest, ANewerLookupsFdReplacesTheOldOne) {
+  ASSERT_EQ(::link((dir_ / "a").c_str(), (dir_ / "a2").c_str()), 0);
+  auto inode = table_.remember(found_for(dir_ / "a", ObjectKind::file_entry));
+  auto held = inode->path_fd();  // a request still using the old fd
+  auto again = table_.remember(found_for(dir_ / "a2", ObjectKind::file_entry));
+  ASSERT_EQ(again, inode);
+  EXPECT_NE(inode->path_fd()->get(), held->get());
+  // The fd now names the object by its newest name.
+  char buf[4096] = {};
+  const std::string link = "/proc/self/fd/" + std::to_string(inode->path_fd()->get());
+  ASSERT_GT(::readlink(link.c_str(), buf, sizeof buf - 1), 0);
+  EXPECT_EQ(std::string(buf), dir_ / "a2");
+  struct stat st {};
+  EXPECT_EQ(::fstatat(held->get(), "", &st, AT_EMPTY_PATH), 0);  // still open for its holder
 }
 
 TEST_F(InodeTableTest, IdsAreNotReusedAndUnknownIdsAreNotFound) {

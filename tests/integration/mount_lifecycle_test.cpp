@@ -56,6 +56,7 @@ TEST(MountLifecycle, DaemonizesWithoutForegroundFlag) {
 }
 
 struct StartupCase {
+  friend void PrintTo(const StartupCase& c, std::ostream* os) { *os << c.name; }
   const char* name;
   std::vector<std::string> args;  // after the binary; "@B"/"@M"/"@F" are replaced
   const char* expected;           // in the one stderr line
