@@ -7,12 +7,17 @@
 #     detaches, and the restarted daemon serves the same content;
 #  3. an fstab line of type fuse.sealfs with mount-only options (nofail,
 #     _netdev, x-systemd.*) mounts through mount.fuse3 with no helper of ours.
-# Runs in a private mount namespace; needs root and /dev/fuse, else skipped (77).
+# Runs in a private mount namespace; needs root and /dev/fuse, else skipped (77),
+# except under CI=true, where it fails instead: CI has both.
 # usage: service_lifecycle_test.sh SEALFS_BINARY SEALFS_MOUNTCTL
 set -u
 if [ "${SEALFS_IN_NAMESPACE:-}" != 1 ]; then
   if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ] || ! command -v mount.fuse3 >/dev/null ||
      ! unshare -m true 2>/dev/null; then
+    if [ "${CI:-}" = true ]; then
+      echo "FAIL: CI must run this test, but it needs root, /dev/fuse, mount.fuse3 and unshare -m"
+      exit 1
+    fi
     echo "skipped: needs root, /dev/fuse, mount.fuse3 and unshare -m (CAP_SYS_ADMIN)"
     exit 77
   fi
