@@ -3,7 +3,8 @@ environment: `python triton_cache_driver.py < ops.json` (a JSON list of ops on s
 prints one JSON list of results. The cache directory comes from TRITON_CACHE_DIR, as in
 any Triton program.
 
-ops: {"op": "put", "key": K, "name": N, "data": base64} → path
+ops: {"op": "put", "key": K, "name": N, "data": base64} → path, or {"errno": e}
+         when the publish fails (a content validator refused it)
      {"op": "get_file", "key": K, "name": N} → {"path": p or null, "data": base64 or null}
      {"op": "put_group", "key": K, "name": N, "group": {child: path}} → path
      {"op": "get_group", "key": K, "name": N} → {child: path} or null
@@ -33,7 +34,10 @@ def run(op):
     cache = FileCacheManager(op["key"])
     kind = op["op"]
     if kind == "put":
-        return cache.put(base64.b64decode(op["data"]), op["name"], binary=True)
+        try:
+            return cache.put(base64.b64decode(op["data"]), op["name"], binary=True)
+        except OSError as e:
+            return {"errno": e.errno}
     if kind == "get_file":
         path = cache.get_file(op["name"])
         data = read_or_none(path)
