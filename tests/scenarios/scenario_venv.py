@@ -1,6 +1,6 @@
 """Virtual environments for scenario tests that drive a real PyPI package
 (Triton, TileLang). Made once under $SEALFS_SCENARIO_VENVS (ctest sets it to
-<build>/scenario-venvs; $SEALFS_TEST_VENV_ROOT or build/scenario-venvs
+<source>/build/scenario-venvs; $SEALFS_TEST_VENV_ROOT or that same folder
 otherwise) and reused while the package still imports.
 """
 

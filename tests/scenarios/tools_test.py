@@ -169,6 +169,20 @@ class ToolsOnSealfs(sm.ScenarioTestCase):
             self.run_tool(["cp", "-a", dst, str(out)])
             self.assert_tree_equals_source(str(out))
 
+    def test_mount_over_the_backing_path_and_remount(self) -> None:
+        # DESIGN's typical use: `sealfs B B`. What was copied in is still
+        # there, verified, after an unmount and a fresh mount.
+        over = self.work / "over"
+        over.mkdir()
+        with sm.SealfsMount(options=["cache_timeout=0"], backing=str(over), mountpoint=str(over)) as m:
+            self.run_tool(["cp", "-a", str(self.src), m.path("tree")])
+            self.assert_tree_equals_source(m.path("tree"))
+        self.assertIsNone(sm.fuse_fstype_at(str(over)), "still mounted")
+        self.assertNotEqual(manifests_in(str(over)), [], "no manifest reached the backing store")
+        with sm.SealfsMount(options=["cache_timeout=0"], backing=str(over), mountpoint=str(over)) as m:
+            self.assert_tree_equals_source(m.path("tree"))
+            self.assert_no_reserved_listing("ls -aR", self.run_tool(["ls", "-aR", m.mountpoint]))
+
     def test_find_du_ls_list_the_tree_and_no_reserved_name(self) -> None:
         with sm.SealfsMount(options=["cache_timeout=0"]) as m:
             dst = m.path("tree")
