@@ -80,6 +80,7 @@ std::string cuda_record_json(const std::vector<CudaImageInfo>& images, std::stri
 
 Result<CudaFileCheck> check_cuda_file(int fd, CudaMode mode, std::string_view name) {
   CudaFileCheck check;
+  check.driver = std::string(kDriverNotRun);  // until the driver says more
   if (mode == CudaMode::off) return check;
   auto mapped = MappedFile::map(fd);
   if (!mapped) return mapped.error();
