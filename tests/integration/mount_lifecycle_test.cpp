@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <sys/xattr.h>
 
+#include <signal.h>
+
 #include <algorithm>
 
 #include "tests/integration/mount_test_util.hpp"
@@ -26,7 +28,7 @@ TEST(MountLifecycle, MountsOverItsOwnBacking) {
   TempDir dir("sealfs-over");
   make_dirs(dir / "B/kernels");
   {
-    Mount mount(MountConfig{.options = {"profile=tilelang"}, .backing = dir / "B", .over_backing = true});
+    Mount mount(MountConfig::with({"profile=tilelang"}).backed_by(dir / "B").mounted_over_backing());
     ASSERT_TRUE(mount.ok()) << mount.error();
     EXPECT_EQ(mount.mountpoint(), mount.backing());
     EXPECT_TRUE(is_fuse_mount(dir / "B"));
@@ -40,6 +42,15 @@ TEST(MountLifecycle, MountsOverItsOwnBacking) {
   // After unmount the real directory shows, with the entry and its manifest.
   EXPECT_EQ(lstat_errno(dir / "B/ns/kernels/k/.sealfs-manifest"), 0);
   EXPECT_EQ(lstat_errno(dir / "B/.sealfs/quarantine"), 0);
+}
+
+TEST(MountLifecycle, SigtermUnmountsAndExitsZero) {
+  SEALFS_REQUIRE_FUSE();
+  Mount mount;
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  ASSERT_EQ(::kill(mount.daemon_pid(), SIGTERM), 0);
+  EXPECT_TRUE(eventually([&] { return !is_fuse_mount(mount.mountpoint()); })) << "still mounted after SIGTERM";
+  EXPECT_EQ(mount.unmount(), 0) << mount.log();
 }
 
 TEST(MountLifecycle, DaemonizesWithoutForegroundFlag) {
@@ -100,7 +111,7 @@ INSTANTIATE_TEST_SUITE_P(
         StartupCase{"UnknownProfile", {"-o", "profile=no-such-profile", "@B", "@M"}, "profile"},
         StartupCase{"MissingProfileFile", {"-o", "profile=/nonexistent/p.json", "@B", "@M"}, "profile"},
         StartupCase{"NoMountpoint", {"@B"}, "usage"}),
-    [](const auto& info) { return std::string(info.param.name); });
+    [](const auto& param_info) { return std::string(param_info.param.name); });
 
 // Pull one counter out of Metrics::to_json()'s flat object.
 long counter(const std::string& json, const std::string& name) {
@@ -111,7 +122,7 @@ long counter(const std::string& json, const std::string& name) {
 
 TEST(MountStatus, PrintsCountersThatChange) {
   SEALFS_REQUIRE_FUSE();
-  Mount mount(MountConfig{.options = {"profile=tilelang"}});
+  Mount mount(MountConfig::with({"profile=tilelang"}));
   ASSERT_TRUE(mount.ok()) << mount.error();
   ProcessResult before = run_process({sealfs_binary(), "status", mount.mountpoint()});
   ASSERT_EQ(before.status, 0) << before.err;

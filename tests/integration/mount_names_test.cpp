@@ -15,7 +15,7 @@ class Names : public ::testing::Test {
  protected:
   void SetUp() override {
     SEALFS_REQUIRE_FUSE();
-    mount_ = std::make_unique<Mount>(MountConfig{.options = {"profile=tilelang"}});
+    mount_ = std::make_unique<Mount>(MountConfig::with({"profile=tilelang"}));
     ASSERT_TRUE(mount_->ok()) << mount_->error();
   }
   std::string m(const std::string& rel) const { return mount_->m(rel); }
@@ -114,7 +114,7 @@ TEST_F(Names, SymlinksAreShownAsTheyAre) {
 TEST(NamesAllowOther, FilesCreatedByAnotherUserBelongToThatUser) {
   SEALFS_REQUIRE_FUSE();
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount with allow_other and switch users";
-  Mount mount(MountConfig{.options = {"allow_other,profile=tilelang"}});
+  Mount mount(MountConfig::with({"allow_other,profile=tilelang"}));
   ASSERT_TRUE(mount.ok()) << mount.error();
   ASSERT_EQ(::mkdir(mount.m("pub").c_str(), 0777), 0);
   ASSERT_EQ(::chmod(mount.m("pub").c_str(), 0777), 0);

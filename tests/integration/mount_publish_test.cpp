@@ -32,7 +32,7 @@ class Publish : public ::testing::Test {
  protected:
   void SetUp() override {
     SEALFS_REQUIRE_FUSE();
-    mount_ = std::make_unique<Mount>(MountConfig{.options = {"profile=" + write_test_profile(profile_dir_)}});
+    mount_ = std::make_unique<Mount>(MountConfig::with({"profile=" + write_test_profile(profile_dir_)}));
     ASSERT_TRUE(mount_->ok()) << mount_->error();
     ASSERT_EQ(::mkdir(m("tmp").c_str(), 0755), 0) << std::strerror(errno);
   }

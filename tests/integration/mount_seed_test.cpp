@@ -19,7 +19,7 @@ class SeedScenario : public ::testing::Test {
  protected:
   void SetUp() override {
     SEALFS_REQUIRE_FUSE();
-    mount_ = std::make_unique<Mount>(MountConfig{.options = {"profile=tilelang"}});
+    mount_ = std::make_unique<Mount>(MountConfig::with({"profile=tilelang"}));
     ASSERT_TRUE(mount_->ok()) << mount_->error();
   }
   std::string m(const std::string& rel = "") const { return rel.empty() ? mount_->mountpoint() : mount_->m(rel); }
@@ -125,6 +125,31 @@ TEST_F(SeedScenario, S5EntryWithoutManifestIsAMissUntilSavedThroughTheMount) {
   ProcessResult again = tilelang("load", m(), "k");
   EXPECT_EQ(again.status, kHit) << again.out << again.err;
   EXPECT_EQ(lstat_errno(b(std::string(kEntry) + "/.sealfs-manifest")), 0);
+}
+
+// With a long cache timeout the kernel keeps sealed entries and their
+// attributes; damage found behind its back must still never be served.
+TEST(SeedScenarioLongCache, DamageIsNotServedFromKernelCaches) {
+  SEALFS_REQUIRE_FUSE();
+  Mount mount(MountConfig::with({"profile=tilelang,cache_timeout=600"}));
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  ASSERT_EQ(tilelang("save", mount.mountpoint(), "k").status, 0);
+  ASSERT_EQ(tilelang("load", mount.mountpoint(), "k").status, kHit);  // now in the kernel's caches
+  const std::string lib = mount.b(std::string(kEntry) + "/kernel_lib.so");
+  struct stat st {};
+  ASSERT_EQ(::stat(lib.c_str(), &st), 0);
+  {
+    UniqueFd fd(::open(lib.c_str(), O_WRONLY | O_CLOEXEC));
+    ASSERT_TRUE(fd.valid());
+    const std::string zeros(static_cast<size_t>(st.st_size), '\0');
+    ASSERT_EQ(::pwrite(fd.get(), zeros.data(), zeros.size(), 0), static_cast<ssize_t>(zeros.size()));
+  }
+  ProcessResult loaded = tilelang("load", mount.mountpoint(), "k");
+  EXPECT_EQ(loaded.status, kMiss) << loaded.out << loaded.err;
+  // The kernel was told: the entry is gone from lookups too, at once.
+  EXPECT_TRUE(eventually([&] { return lstat_errno(mount.m(kEntry)) == ENOENT; }, std::chrono::seconds(3)));
+  EXPECT_EQ(tilelang("save", mount.mountpoint(), "k").status, 0);
+  EXPECT_EQ(tilelang("load", mount.mountpoint(), "k").status, kHit);
 }
 
 }  // namespace

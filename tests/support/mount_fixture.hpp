@@ -44,6 +44,25 @@ struct MountConfig {
   std::optional<std::string> backing;  // an existing B instead of a fresh temp dir
   bool over_backing = false;           // mount on B itself (`sealfs B B`)
   std::vector<std::string> env;        // extra "NAME=value" for the daemon
+
+  // Builders, so tests name only what they change.
+  static MountConfig with(std::vector<std::string> opts) {
+    MountConfig c;
+    c.options = std::move(opts);
+    return c;
+  }
+  MountConfig& backed_by(std::string path) {
+    backing = std::move(path);
+    return *this;
+  }
+  MountConfig& mounted_over_backing() {
+    over_backing = true;
+    return *this;
+  }
+  MountConfig& with_env(std::string entry) {
+    env.push_back(std::move(entry));
+    return *this;
+  }
 };
 
 class Mount {
