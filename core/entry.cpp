@@ -102,12 +102,18 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::check(const EntryLocation& wh
     }
   }
   auto verdict = verify(where, depth != VerifyDepth::stat_only, force_path);
-  if (verdict->hashed && verdict->manifest) {
+  if (verdict->hashed && verdict->manifest && !verdict->transient) {
     std::lock_guard lock(mu_);
     if (verdicts_.size() >= max_cached_) verdicts_.erase(verdicts_.begin());  // bounded; any victim will do
     verdicts_[{where.dev, where.ino}] = verdict;
   }
   return verdict;
+}
+
+std::shared_ptr<const EntryVerdict> EntryVerifier::cached_by_key(dev_t dev, ino_t ino) {
+  std::lock_guard lock(mu_);
+  auto it = verdicts_.find({dev, ino});
+  return it == verdicts_.end() ? nullptr : it->second;
 }
 
 void EntryVerifier::forget(dev_t dev, ino_t ino) {
@@ -139,6 +145,16 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::verify(const EntryLocation& w
       return v;
     }
   }
+  if (where.file_entry) {
+    // A file entry is one object: the name must still hold the file this
+    // verdict is for (a publish may have replaced it since it was judged).
+    auto now = stat_at(where.base_fd, where.file_name);
+    if (!now || now->st_dev != where.dev || now->st_ino != where.ino) {
+      v->reason = where.file_name + ": replaced during verification";
+      v->transient = true;
+      return v;
+    }
+  }
   for (const auto& [path, rec] : manifest->files) {
     if (!is_valid_manifest_path(path) || path_has_reserved_component(path)) {
       v->reason = "manifest lists an invalid path";
@@ -155,6 +171,17 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::verify(const EntryLocation& w
                                    alt == manifest->accept.end() ? nullptr : &alt->second, pass == 1, force, &seen);
       if (!s) {
         v->reason = s.error().message;
+        // A manifest replaced while we checked (an amend, seal or R6 swap
+        // through the mount) describes other content: not damage, ask again.
+        auto stamp_now = manifest_stamp_at(where.base_fd, where.manifest_name);
+        v->transient = !stamp_now || !(*stamp_now == v->manifest_stamp);
+        return v;
+      }
+      // A file entry is one object: the name must still hold the file this
+      // verdict is for (it may have been replaced by a publish meanwhile).
+      if (where.file_entry && (seen.dev != where.dev || seen.ino != where.ino)) {
+        v->reason = path + ": replaced during verification";
+        v->transient = true;
         return v;
       }
       v->file_stamps[path] = seen;

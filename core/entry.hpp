@@ -26,6 +26,7 @@ struct EntryVerdict {
   std::map<std::string, Stamp> file_stamps;   // manifest path → stamp seen when verified
   std::chrono::steady_clock::time_point checked{};
   bool hashed = false;                        // false: a stat-level verdict (never cached)
+  bool transient = false;                     // the entry changed while checked: not cached, not damage
 };
 
 // Where an entry's manifest and files are.
@@ -54,6 +55,9 @@ class EntryVerifier {
                                             std::string_view force_path = {});
   // The cached verdict, whatever its age, if the manifest is unchanged.
   std::shared_ptr<const EntryVerdict> cached(const EntryLocation& where);
+  // The cached verdict of the entry object (dev, ino), whatever its age and
+  // whatever its manifest holds now (for objects replaced since verified).
+  std::shared_ptr<const EntryVerdict> cached_by_key(dev_t dev, ino_t ino);
   void forget(dev_t dev, ino_t ino);
 
  private:

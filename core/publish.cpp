@@ -445,7 +445,7 @@ Status Store::rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd, 
   if (!sctx) return sctx.error();
   auto dctx = s.context_of(dst_dir_fd);
   if (!dctx) return dctx.error();
-  auto sj = s.judge(*sctx, src_dir_fd, src_name, VerifyDepth::cached);
+  auto sj = s.judge_settled(*sctx, src_dir_fd, src_name, VerifyDepth::cached);
   if (!sj) return sj.error();
   if (sj->verdict == Verdict::absent) return make_error(ENOENT, std::string(src_name) + ": absent");
   if (sj->verdict != Verdict::visible) {
@@ -486,7 +486,7 @@ Result<Found> Store::link(int src_path_fd, int dst_dir_fd, std::string_view dst_
   if (!placed) return make_error(ENOENT, placed.error().message);
   auto sctx = s.context_of(placed->parent.get());
   if (!sctx) return sctx.error();
-  auto sj = s.judge(*sctx, placed->parent.get(), placed->name, VerifyDepth::cached);
+  auto sj = s.judge_settled(*sctx, placed->parent.get(), placed->name, VerifyDepth::cached);
   if (!sj) return sj.error();
   if (sj->verdict != Verdict::visible) {
     s.act_on_invalid(*sctx, placed->parent.get(), placed->name, *sj);

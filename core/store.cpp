@@ -125,19 +125,26 @@ Result<Found> Store::lookup(int dir_fd, std::string_view name) {
   }
   auto ctx = s.context_of(dir_fd);
   if (!ctx) return make_error(ctx.code() == ESTALE ? ENOENT : ctx.code(), ctx.error().message);
-  auto j = s.judge(*ctx, dir_fd, name, VerifyDepth::cached);
-  if (!j) return j.error();
-  if (j->verdict == Verdict::absent) return make_error(ENOENT, std::string(name) + ": absent");
-  if (j->verdict != Verdict::visible) {
+  // A publish may replace the name while we judge it (R6): when the name no
+  // longer holds the object judged, judge again instead of answering ENOENT
+  // for a name that was visible all along.
+  constexpr int kAttempts = 4;
+  for (int attempt = 1;; ++attempt) {
+    auto j = s.judge_settled(*ctx, dir_fd, name, VerifyDepth::cached);
+    if (!j) return j.error();
+    if (j->verdict == Verdict::absent) return make_error(ENOENT, std::string(name) + ": absent");
+    if (j->verdict == Verdict::visible) {
+      auto found = s.found_at(dir_fd, name, j->kind, &j->st);
+      if (!found && attempt < kAttempts) continue;
+      if (!found) return make_error(ENOENT, found.error().message);
+      if (j->kind == ObjectKind::dir_entry || j->kind == ObjectKind::file_entry || j->kind == ObjectKind::entry_file)
+        s.metrics.hits.fetch_add(1, std::memory_order_relaxed);
+      return found;
+    }
     s.act_on_invalid(*ctx, dir_fd, name, *j);
     s.metrics.hidden.fetch_add(1, std::memory_order_relaxed);
     return hidden_error(name);
   }
-  auto found = s.found_at(dir_fd, name, j->kind, &j->st);
-  if (!found) return make_error(ENOENT, found.error().message);
-  if (j->kind == ObjectKind::dir_entry || j->kind == ObjectKind::file_entry || j->kind == ObjectKind::entry_file)
-    s.metrics.hits.fetch_add(1, std::memory_order_relaxed);
-  return found;
 }
 
 Result<std::vector<DirItem>> Store::list(int dir_fd) {
@@ -171,8 +178,23 @@ Result<UniqueFd> Store::open(int path_fd, int flags) {
   if (type == S_IFCHR || type == S_IFBLK) return make_error(EPERM, "device nodes are not served");
   if (type == S_IFREG && (flags & O_ACCMODE) == O_RDONLY) {
     // A read of a sealed file: check that it still is what was verified.
+    // Replaced or unlinked since its lookup. A native filesystem would still
+    // open the old inode; serve it when it is exactly the file a verdict
+    // vouched for (a reader caught in an R6 swap), else ENOENT.
+    auto open_replaced = [&](const std::string& why) -> Result<UniqueFd> {
+      // Content identity only: unlinking the old name changed its ctime.
+      auto v = s.entries.cached_by_key(st->st_dev, st->st_ino);
+      if (v && v->valid && v->file_stamps.size() == 1) {
+        const Stamp& seen = v->file_stamps.begin()->second;
+        const Stamp now = Stamp::of(*st);
+        if (seen.dev == now.dev && seen.ino == now.ino && seen.size == now.size &&
+            seen.mtime.tv_sec == now.mtime.tv_sec && seen.mtime.tv_nsec == now.mtime.tv_nsec)
+          return reopen_fd(path_fd, flags);
+      }
+      return make_error(ENOENT, why);
+    };
     auto placed = s.place(path_fd);
-    if (!placed) return make_error(ENOENT, placed.error().message);
+    if (!placed) return open_replaced(placed.error().message);
     auto ctx = s.context_of(placed->parent.get());
     if (!ctx) return make_error(ENOENT, ctx.error().message);
     if (!s.profile.is_volatile(placed->rel)) {
@@ -198,6 +220,9 @@ Result<UniqueFd> Store::open(int path_fd, int flags) {
             v = s.entries.check(*where, VerifyDepth::fresh);
         }
         if (!v->valid && !s.in_progress(*st)) {
+          auto now = stat_at(placed->parent.get(), placed->name);
+          if (v->transient || !now || !same_object(*now, *st))
+            return open_replaced(placed->rel + ": replaced meanwhile");
           if (ctx->entry) {
             s.quarantine_entry_root(*ctx->entry, v->reason);
           } else {
@@ -314,7 +339,7 @@ Status Store::unlink(int dir_fd, std::string_view name) {
   if (is_reserved_name(name)) return hidden_error(name);
   auto ctx = s.context_of(dir_fd);
   if (!ctx) return ctx.error();
-  auto j = s.judge(*ctx, dir_fd, name, VerifyDepth::cached);
+  auto j = s.judge_settled(*ctx, dir_fd, name, VerifyDepth::cached);
   if (!j) return j.error();
   if (j->verdict == Verdict::absent) return make_error(ENOENT, std::string(name) + ": absent");
   if (j->verdict != Verdict::visible) {
@@ -356,7 +381,7 @@ Status Store::rmdir(int dir_fd, std::string_view name) {
   if (is_reserved_name(name)) return hidden_error(name);
   auto ctx = s.context_of(dir_fd);
   if (!ctx) return ctx.error();
-  auto j = s.judge(*ctx, dir_fd, name, VerifyDepth::cached);
+  auto j = s.judge_settled(*ctx, dir_fd, name, VerifyDepth::cached);
   if (!j) return j.error();
   if (j->verdict == Verdict::absent) return make_error(ENOENT, std::string(name) + ": absent");
   if (j->verdict != Verdict::visible) {

@@ -66,6 +66,7 @@ struct Judgement {
   struct stat st {};
   std::string reason;                    // for hidden/invalid
   std::vector<std::string> companions;   // a file entry's sidecar, moved with it
+  bool transient = false;                // invalid only because it changed while judged: judge again
   bool sealed_file() const {
     return verdict == Verdict::visible && (kind == ObjectKind::file_entry || kind == ObjectKind::entry_file);
   }
@@ -114,6 +115,9 @@ struct Store::Impl {
 
   // ---- judgements -----------------------------------------------------------
   Result<Judgement> judge(const DirContext& ctx, int dir_fd, std::string_view name, VerifyDepth depth);
+  // judge(), again while the answer is "invalid" only because the object
+  // changed while it was judged (a concurrent publish); bounded retries.
+  Result<Judgement> judge_settled(const DirContext& ctx, int dir_fd, std::string_view name, VerifyDepth depth);
   // Lookup-time consequences of a judgement: quarantine an invalid entry.
   void act_on_invalid(const DirContext& ctx, int dir_fd, std::string_view name, const Judgement& j);
   // R5: when name holds a hidden object, quarantine it. Returns the judgement

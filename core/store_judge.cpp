@@ -139,6 +139,7 @@ Result<Judgement> Store::Impl::judge(const DirContext& ctx, int dir_fd, std::str
     if (v->valid) return show(ObjectKind::dir_entry);
     j.verdict = Verdict::invalid_self;
     j.reason = v->reason;
+    j.transient = v->transient;
     return j;
   };
 
@@ -147,6 +148,7 @@ Result<Judgement> Store::Impl::judge(const DirContext& ctx, int dir_fd, std::str
     if (!v->valid) {
       j.verdict = Verdict::invalid_entry;
       j.reason = v->reason;
+      j.transient = v->transient;
       return j;
     }
     if (type == S_IFDIR) return verify_child_dir();
@@ -169,6 +171,7 @@ Result<Judgement> Store::Impl::judge(const DirContext& ctx, int dir_fd, std::str
       if (in_progress(*st)) return show(ObjectKind::in_progress);
       j.verdict = Verdict::invalid_self;
       j.reason = v->reason;
+      j.transient = v->transient;
       j.companions.push_back(sidecar);
       return j;
     }
@@ -219,14 +222,31 @@ void Store::Impl::quarantine_entry_root(const EntryRoot& entry, std::string reas
 }
 
 void Store::Impl::act_on_invalid(const DirContext& ctx, int dir_fd, std::string_view name, const Judgement& j) {
+  if (j.transient) return;  // it changed while judged: nothing to blame it for
   if (j.verdict == Verdict::invalid_self)
     quarantine_object(dir_fd, name, j.st, ctx.child_rel(name), j.reason, j.companions);
   else if (j.verdict == Verdict::invalid_entry && ctx.entry)
     quarantine_entry_root(*ctx.entry, j.reason);
 }
 
+Result<Judgement> Store::Impl::judge_settled(const DirContext& ctx, int dir_fd, std::string_view name,
+                                             VerifyDepth depth) {
+  constexpr int kAttempts = 4;
+  for (int attempt = 1;; ++attempt) {
+    auto j = judge(ctx, dir_fd, name, depth);
+    if (!j || attempt == kAttempts) return j;
+    if (j->verdict == Verdict::hidden || j->verdict == Verdict::invalid_self ||
+        j->verdict == Verdict::invalid_entry) {
+      // Judged while a publish replaced it: not the object's fault, judge again.
+      auto now = stat_at(dir_fd, name);
+      if (j->transient || (now && !same_object(*now, j->st))) continue;
+    }
+    return j;
+  }
+}
+
 Result<Judgement> Store::Impl::clear_hidden(const DirContext& ctx, int dir_fd, std::string_view name) {
-  auto j = judge(ctx, dir_fd, name, VerifyDepth::cached);
+  auto j = judge_settled(ctx, dir_fd, name, VerifyDepth::cached);
   if (!j) return j.error();
   switch (j->verdict) {
     case Verdict::absent:
