@@ -104,7 +104,9 @@ std::vector<char> build_elf(std::vector<Section> sections) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string fixtures = argc > 1 ? argv[1] : SEALFS_CUDA_FIXTURES;
+  // Default: the fixtures beside this source file (tests/fixtures/cuda).
+  const std::string here = __FILE__;
+  const std::string fixtures = argc > 1 ? argv[1] : here.substr(0, here.rfind('/')) + "/../fixtures/cuda";
   const double budget_ms = argc > 2 ? std::atof(argv[2]) : 50.0;
 
   std::ifstream in(fixtures + "/kernel_multi.fatbin", std::ios::binary);

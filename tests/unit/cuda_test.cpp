@@ -21,7 +21,10 @@
 #include "core/cuda_magic_scan.hpp"
 #include "core/elf_reader.hpp"
 #include "core/fatbin.hpp"
+#include "core/manifest.hpp"
+#include "core/profile.hpp"
 #include "core/ptx_text.hpp"
+#include "core/store.hpp"
 #include "core/unique_fd.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -462,6 +465,87 @@ TEST(CudaCheck, ExitCodes) {
   EXPECT_EQ(run_cuda_check({dir / "missing.so"}, "structural", out, err), 2);
   EXPECT_EQ(run_cuda_check({good}, "bogus", out, err), 2);
   EXPECT_EQ(run_cuda_check({}, "structural", out, err), 2);
+}
+
+// ---- through a Store publish (R1) -----------------------------------------------------
+
+// A TileLang-style save: files in <ns>/.staging/<key>_<pid>_<rand>/, then
+// the directory renamed to <ns>/kernels/<key> through the store.
+class CudaPublish : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    test::make_dirs(dir_ / "ns/.staging");
+    test::make_dirs(dir_ / "ns/kernels");
+    auto profile = builtin_profile("tilelang");
+    ASSERT_TRUE(profile.ok());
+    StoreOptions options;
+    options.durability = Durability::none;
+    options.validators = default_validators("structural");
+    auto store = Store::open(dir_.path(), std::move(*profile), std::move(options));
+    ASSERT_TRUE(store.ok()) << store.error().message;
+    store_ = std::move(*store);
+  }
+
+  void stage(const std::string& name, const Bytes& kernel_lib) {
+    const std::string d = dir_ / ("ns/.staging/" + name);
+    test::make_dirs(d);
+    test::write_file(d + "/kernel_lib.so",
+                     std::string_view(reinterpret_cast<const char*>(kernel_lib.data()), kernel_lib.size()));
+    test::write_file(d + "/params.pkl", "pickled params");
+    test::write_file(d + "/device_kernel.cu", "__global__ void k() {}");
+    test::write_file(d + "/host_kernel.cu", "int main() {}");
+  }
+
+  Found dir(std::string_view a, std::string_view b = {}) {
+    auto root = store_->root();
+    EXPECT_TRUE(root.ok());
+    auto first = store_->lookup(root->fd.get(), a);
+    EXPECT_TRUE(first.ok()) << a;
+    if (b.empty() || !first.ok()) return std::move(*first);
+    auto second = store_->lookup(first->fd.get(), b);
+    EXPECT_TRUE(second.ok()) << b;
+    return std::move(*second);
+  }
+
+  Status publish(const std::string& staged, const std::string& key) {
+    Found staging = dir("ns", ".staging");
+    Found kernels = dir("ns", "kernels");
+    return store_->rename(staging.fd.get(), staged, kernels.fd.get(), key, 0);
+  }
+
+  test::TempDir dir_{"sealfs-cuda-publish"};
+  std::unique_ptr<Store> store_;
+};
+
+TEST_F(CudaPublish, TruncatedKernelLibraryIsRefusedAndNothingBecomesVisible) {
+  const Bytes lib = fixture("kernel_lib.so");
+  stage("k_1_2", truncated(lib, lib.size() - 4096));
+  EXPECT_EQ(publish("k_1_2", "k").code(), EBADMSG);
+  Found kernels = dir("ns", "kernels");
+  EXPECT_EQ(store_->lookup(kernels.fd.get(), "k").code(), ENOENT);
+  EXPECT_FALSE(test::exists_nofollow(dir_ / "ns/kernels/k"));
+  EXPECT_TRUE(test::exists_nofollow(dir_ / "ns/.staging/k_1_2/kernel_lib.so"));  // left for the writer to clean
+}
+
+TEST_F(CudaPublish, SoundKernelLibraryPublishesAndTheManifestRecordsArchitectures) {
+  stage("k_3_4", fixture("kernel_lib.so"));
+  const Status st = publish("k_3_4", "k");
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  Found kernels = dir("ns", "kernels");
+  auto entry = store_->lookup(kernels.fd.get(), "k");
+  ASSERT_TRUE(entry.ok()) << entry.error().message;
+  EXPECT_EQ(entry->kind, ObjectKind::dir_entry);
+  const auto text = test::read_file(dir_ / "ns/kernels/k/.sealfs-manifest");
+  ASSERT_TRUE(text.has_value());
+  auto manifest = parse_manifest(*text);
+  ASSERT_TRUE(manifest.ok()) << manifest.error().message;
+  ASSERT_TRUE(manifest->files.count("kernel_lib.so"));
+  ASSERT_TRUE(manifest->extra.count("cuda")) << *text;
+  const std::string& cuda = manifest->extra.at("cuda");
+  EXPECT_NE(cuda.find("\"kernel_lib.so\""), std::string::npos) << cuda;
+  for (const char* arch : {"\"sm_80\"", "\"sm_90\"", "\"compute_90\""})
+    EXPECT_NE(cuda.find(arch), std::string::npos) << arch << " missing from " << cuda;
+  EXPECT_NE(cuda.find("\"driver\":\"not-run\""), std::string::npos) << cuda;
 }
 
 // ---- images compiled now, where nvcc exists ---------------------------------------------
