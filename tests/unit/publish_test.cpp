@@ -208,6 +208,28 @@ TEST_F(PublishTest, LinkPublishesLeavingTheSourceInPlace) {
   EXPECT_FALSE(exists_nofollow(B("c/bad")));
 }
 
+
+TEST_F(PublishTest, TreesDeeperThanTheBoundAreRefusedWithEloop) {
+  std::string rel = "tmp/deep";
+  for (int i = 0; i < kMaxTreeDepth + 5; ++i) rel += "/d";
+  make_dirs(B(rel));
+  write_file(B(rel + "/leaf"), "x");
+  EXPECT_EQ(rename("tmp/deep", "c/deep").code(), ELOOP);
+  EXPECT_FALSE(exists_nofollow(B("c/deep")));
+}
+
+TEST_F(PublishTest, SymlinksAndSpecialFilesInAPublishedTree) {
+  stage("tmp/s", {{"a", "a"}});
+  ASSERT_EQ(::symlink("a", B("tmp/s/link").c_str()), 0);
+  ASSERT_EQ(::mkfifo(B("tmp/s/pipe").c_str(), 0644), 0);
+  ASSERT_TRUE(rename("tmp/s", "c/k").ok());
+  Manifest m = manifest_of("c/k");
+  EXPECT_EQ(m.files.at("link").symlink, "a");
+  EXPECT_EQ(m.files.count("pipe"), 0u);  // never sealed, shown as it is
+  EXPECT_EQ(lookup("c/k/pipe")->kind, ObjectKind::special);
+  EXPECT_EQ(lookup("c/k/link")->kind, ObjectKind::entry_file);
+}
+
 // ---- crash at every step -----------------------------------------------
 
 struct Transaction {

@@ -501,6 +501,26 @@ TEST_F(StoreTest, AdoptSealsForeignFilesAndGivenDirectories) {
 }
 
 
+
+TEST_F(StoreTest, SymlinkLoopsAndControlCharactersAreHandled) {
+  ASSERT_EQ(::symlink("loop", B("loop").c_str()), 0);
+  EXPECT_EQ(lookup_errno("loop"), ENOENT);
+  make_dirs(B("e"));
+  Manifest m;
+  m.files["loop/x"] = FileRecord{1, std::nullopt, std::nullopt};
+  UniqueFd e = dir("e");
+  ASSERT_EQ(::symlink("loop", B("e/loop").c_str()), 0);
+  ASSERT_TRUE(write_manifest_atomic(e.get(), ".sealfs-manifest", m, false).ok());
+  EXPECT_EQ(lookup_errno("e"), ENOENT);
+  const std::string odd = "bell\x07" "esc\x1b" "[0m nl\n";
+  UniqueFd root = dir("");
+  auto c = store().create(root.get(), odd, 0644, O_WRONLY);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  ASSERT_TRUE(store().seal(c->found.fd.get()).ok());
+  EXPECT_TRUE(visible(odd));
+  EXPECT_EQ(listed("").count(odd), 1u);
+}
+
 // ---- concurrency (run under TSan too) ------------------------------------
 
 TEST_F(StoreTest, ConcurrentLookupsHashEachFileOnce) {
