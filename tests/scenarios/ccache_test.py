@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 import unittest
@@ -33,7 +32,7 @@ def write_sources(src: Path) -> list[str]:
     names = []
     for i in range(N_SOURCES):
         name = f"unit{i}.c"
-        body = [f'#include "common.h"', f"static int table{i}[{16 + i}];"]
+        body = ['#include "common.h"', f"static int table{i}[{16 + i}];"]
         body += [f"int f{i}_{j}(int x) {{ table{i}[x % {16 + i}] += SCALE(x + {j}); "
                  f"return table{i}[(x + {j}) % {16 + i}]; }}" for j in range(8)]
         (src / name).write_text("\n".join(body) + "\n")

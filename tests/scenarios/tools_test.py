@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import subprocess
 import tempfile
 import unittest
 from pathlib import Path
