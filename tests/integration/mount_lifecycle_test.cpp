@@ -66,6 +66,28 @@ TEST(MountLifecycle, DaemonizesWithoutForegroundFlag) {
   EXPECT_FALSE(is_fuse_mount(dir / "M"));
 }
 
+// An fstab line "B M fuse.sealfs profile=tilelang 0 0" makes mount(8) run
+// mount.fuse3, which runs `sealfs B M -o <opts>` with options of its own.
+TEST(MountLifecycle, MountFuse3InvocationWorks) {
+  SEALFS_REQUIRE_FUSE();
+  if (::access("/sbin/mount.fuse3", X_OK) != 0 && ::access("/usr/sbin/mount.fuse3", X_OK) != 0)
+    GTEST_SKIP() << "mount.fuse3 is not installed";
+  TempDir dir("sealfs-fstab");
+  make_dirs(dir / "B");
+  make_dirs(dir / "M");
+  const std::string bin = sealfs_binary();
+  const std::string path = "PATH=" + bin.substr(0, bin.rfind('/')) + ":" + std::getenv("PATH");
+  ProcessResult r = run_process({::access("/sbin/mount.fuse3", X_OK) == 0 ? "/sbin/mount.fuse3" : "/usr/sbin/mount.fuse3",
+                                 dir / "B", dir / "M", "-t", "sealfs", "-o", "rw,nosuid,nodev,noatime,profile=tilelang"},
+                                {path});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(eventually([&] { return is_fuse_mount(dir / "M"); }));
+  EXPECT_EQ(tilelang("save", dir / "M", "k").status, 0);
+  EXPECT_EQ(run_process({"fusermount3", "-u", dir / "M"}).status, 0);
+  EXPECT_FALSE(is_fuse_mount(dir / "M"));
+  EXPECT_EQ(lstat_errno(dir / "B/ns/kernels/k/.sealfs-manifest"), 0);
+}
+
 struct StartupCase {
   friend void PrintTo(const StartupCase& c, std::ostream* os) { *os << c.name; }
   const char* name;
