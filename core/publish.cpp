@@ -53,6 +53,13 @@
 //                                                   [amended]
 //     crash before: E is valid without the new file (old content of E);
 //     after: E lists it. E is never invalid at any step.
+//
+// Out of an entry: a directory leaving E first gets its own manifest (it is
+// then a nested entry, visible either way), then E drops its records, then
+// it moves: no step hides it. A file leaving E (or moving within E) is
+// unlisted first, so a crash before the rename hides that one file while E
+// stays valid: the one case where a crash loses visibility of moved content
+// (never correctness; `sealfs adopt` or the writer's next save restores it).
 #include "core/publish.hpp"
 
 #include <fcntl.h>
