@@ -6,7 +6,7 @@
 
 #include "core/cuda.hpp"
 #include "core/cuda_driver.hpp"
-#include "core/cuda_mapped_file.hpp"
+#include "core/cuda_file_bytes.hpp"
 
 namespace sealfs {
 namespace {
@@ -82,9 +82,9 @@ Result<CudaFileCheck> check_cuda_file(int fd, CudaMode mode, std::string_view na
   CudaFileCheck check;
   check.driver = std::string(kDriverNotRun);  // until the driver says more
   if (mode == CudaMode::off) return check;
-  auto mapped = MappedFile::map(fd);
-  if (!mapped) return mapped.error();
-  auto scan = scan_cuda_images(mapped->bytes());
+  auto content = FileBytes::load(fd);
+  if (!content) return content.error();
+  auto scan = scan_cuda_images(content->bytes());
   if (!scan) {
     check.sound = false;
     check.reason = scan.error().message;

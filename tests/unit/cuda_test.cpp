@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/cuda_file_bytes.hpp"
 #include "core/cuda_magic_scan.hpp"
 #include "core/elf_reader.hpp"
 #include "core/fatbin.hpp"
@@ -346,6 +347,32 @@ TEST(CudaDamage, EmbeddedBlobCubinWithOverstatedTablesIsRejected) {
   ASSERT_GE(at, rodata->sh_offset);
   put<std::uint64_t>(b, at + offsetof(Elf64_Ehdr, e_shoff), rodata->sh_size);
   EXPECT_EQ(scan_cuda_images(b).code(), EBADMSG);
+}
+
+// ---- reading files ----------------------------------------------------------------------
+
+TEST(CudaFileBytes, ReadsSmallFilesWholeAndRefusesNonFiles) {
+  test::TempDir dir("sealfs-cuda-bytes");
+  test::write_file(dir / "f", "0123456789");
+  test::write_file(dir / "empty", "");
+  UniqueFd f(::open((dir / "f").c_str(), O_RDONLY | O_CLOEXEC));
+  auto bytes = FileBytes::load(f.get());
+  ASSERT_TRUE(bytes.ok()) << bytes.error().message;
+  ASSERT_EQ(bytes->bytes().size(), 10u);
+  EXPECT_EQ(std::memcmp(bytes->bytes().data(), "0123456789", 10), 0);
+  // The view outlives the fd and survives a move.
+  f.reset();
+  FileBytes moved = std::move(*bytes);
+  EXPECT_EQ(static_cast<char>(moved.bytes()[9]), '9');
+
+  UniqueFd empty(::open((dir / "empty").c_str(), O_RDONLY | O_CLOEXEC));
+  auto none = FileBytes::load(empty.get());
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->bytes().empty());
+
+  UniqueFd d(::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  EXPECT_EQ(FileBytes::load(d.get()).code(), EINVAL);
+  EXPECT_EQ(FileBytes::load(-1).code(), EBADF);
 }
 
 // ---- magic search -------------------------------------------------------------------
