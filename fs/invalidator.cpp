@@ -43,11 +43,6 @@ void Invalidator::stop() {
   session_ = nullptr;
 }
 
-void Invalidator::drain() {
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [this] { return (queue_.empty() && !busy_) || stopping_ || !thread_.joinable(); });
-}
-
 void Invalidator::run() {
   std::unique_lock lock(mu_);
   for (;;) {
@@ -55,12 +50,9 @@ void Invalidator::run() {
     if (stopping_) return;
     Invalidation event = std::move(queue_.front());
     queue_.pop_front();
-    busy_ = true;
     lock.unlock();
     send(event);
     lock.lock();
-    busy_ = false;
-    cv_.notify_all();
   }
 }
 

@@ -32,9 +32,6 @@ class Invalidator {
   void start(fuse_session* session);
   void stop();
 
-  // Block until every event posted so far has been sent (tests, unmount).
-  void drain();
-
  private:
   void run();
   void send(const Invalidation& event);
@@ -44,7 +41,6 @@ class Invalidator {
   std::condition_variable cv_;
   std::deque<Invalidation> queue_;
   bool stopping_ = false;
-  bool busy_ = false;
   fuse_session* session_ = nullptr;
   std::thread thread_;
 };

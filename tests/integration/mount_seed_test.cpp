@@ -127,6 +127,35 @@ TEST_F(SeedScenario, S5EntryWithoutManifestIsAMissUntilSavedThroughTheMount) {
   EXPECT_EQ(lstat_errno(b(std::string(kEntry) + "/.sealfs-manifest")), 0);
 }
 
+// Many processes publishing the same key at once: one wins, the others see
+// EEXIST/ENOTEMPTY (exit 2), and a reader meanwhile never loads a partial entry.
+TEST_F(SeedScenario, ConcurrentSavesOneWinsAndReadersNeverSeeAPartialEntry) {
+  constexpr int kSavers = 6;
+  TempDir logs("sealfs-savers");
+  std::vector<pid_t> savers;
+  for (int i = 0; i < kSavers; ++i) {
+    savers.push_back(spawn_process({std::getenv("SEALFS_PYTHON"), std::getenv("SEALFS_TILELANG_PROTOCOL"), "save",
+                                    m(), "k", "--variant", "v" + std::to_string(i)},
+                                   logs / ("saver" + std::to_string(i)), {"PYTHONDONTWRITEBYTECODE=1"}));
+    ASSERT_GT(savers.back(), 0);
+  }
+  std::vector<int> loads;
+  std::vector<int> statuses(kSavers, -1);
+  int running = kSavers;
+  while (running > 0) {
+    loads.push_back(tilelang("load", m(), "k").status);
+    running = 0;
+    for (int i = 0; i < kSavers; ++i) {
+      if (statuses[i] == -1) statuses[i] = wait_process(savers[i], std::chrono::milliseconds(0));
+      if (statuses[i] == -1) ++running;
+    }
+  }
+  EXPECT_EQ(std::count(statuses.begin(), statuses.end(), 0), 1);
+  EXPECT_EQ(std::count(statuses.begin(), statuses.end(), 2), kSavers - 1);
+  for (int status : loads) EXPECT_TRUE(status == kHit || status == kMiss) << status;
+  EXPECT_EQ(tilelang("load", m(), "k").status, kHit);
+}
+
 // With a long cache timeout the kernel keeps sealed entries and their
 // attributes; damage found behind its back must still never be served.
 TEST(SeedScenarioLongCache, DamageIsNotServedFromKernelCaches) {

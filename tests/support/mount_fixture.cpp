@@ -145,6 +145,10 @@ int Mount::unmount() {
     ADD_FAILURE() << "fusermount3 -u " << mountpoint_ << " failed (" << r.err << "); using umount -l";
     run_process({"umount", "-l", mountpoint_}, {}, std::chrono::seconds(30));
   }
+  if (reaped_) {
+    pid_ = -1;
+    return exit_status_;
+  }
   exit_status_ = wait_process(pid_, kExitWait);
   if (exit_status_ == -1) {
     ADD_FAILURE() << "sealfs did not exit after unmount; killing it. Log: " << log();
@@ -166,6 +170,16 @@ Mount::~Mount() {
     ADD_FAILURE() << "a mount was left behind on " << mountpoint_;
     run_process({"umount", "-l", mountpoint_}, {}, std::chrono::seconds(30));
   }
+}
+
+int Mount::wait_for_exit(std::chrono::milliseconds limit) {
+  if (reaped_ || pid_ <= 0) return exit_status_;
+  const int status = wait_process(pid_, limit);
+  if (status != -1) {
+    exit_status_ = status;
+    reaped_ = true;
+  }
+  return status;
 }
 
 std::string Mount::log() const { return read_file(log_path_).value_or(""); }

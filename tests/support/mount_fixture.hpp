@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -85,6 +86,10 @@ class Mount {
   // Unmount and reap now; returns the daemon's exit status (see ProcessResult).
   // Idempotent; the destructor does it when a test did not.
   int unmount();
+  // For tests that make the daemon end by itself: wait up to limit for it to
+  // exit and reap it; its exit status, or -1 if it is still running.
+  // unmount() then only cleans the (dead) mount up.
+  int wait_for_exit(std::chrono::milliseconds limit);
   // The daemon's stdout+stderr so far.
   std::string log() const;
   // The destructor checks this exit status (default 0); for tests that kill
@@ -99,6 +104,7 @@ class Mount {
   pid_t pid_ = -1;
   std::string error_;
   bool unmounted_ = false;
+  bool reaped_ = false;
   int exit_status_ = -1;
   int expected_status_ = 0;
 };
