@@ -42,7 +42,11 @@ Result<ElfInfo> parse_class(Bytes bytes, ElfDetail detail) {
 
   const auto eh = read_at<Ehdr>(bytes, 0);
   if (!eh) return damaged("truncated inside the ELF header");
-  if (eh->e_version != EV_CURRENT) return damaged("unknown e_version");
+  // Host ELF files carry EV_CURRENT. Cubins reuse the field for the CUDA ELF
+  // ABI revision (ptxas 12.9 writes 129 with ABI version 7; nvcc 13 writes 1),
+  // so for EM_CUDA only 0 (EV_NONE) is a defect.
+  if (eh->e_machine == kEmCuda ? eh->e_version == EV_NONE : eh->e_version != EV_CURRENT)
+    return damaged("unknown e_version");
   if (eh->e_ehsize != sizeof(Ehdr)) return damaged("bad e_ehsize");
 
   ElfInfo info;

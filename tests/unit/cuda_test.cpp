@@ -123,6 +123,19 @@ TEST(CudaScan, CubinReportsItsSmFromEFlags) {
   EXPECT_EQ(scan->loadables[0].bytes.size(), fixture("kernel_sm80.cubin").size());
 }
 
+// ptxas 12.9 (the one Triton's wheel ships) writes e_version 129 and ELF ABI
+// version 7 into cubins; such a cubin is sound and its SM sits in e_flags' low byte.
+TEST(CudaScan, Ptxas129CubinWithCudaEVersionIsSound) {
+  const Bytes b = fixture("kernel_sm80_ptxas129.cubin");
+  ASSERT_EQ(get<Elf64_Ehdr>(b, 0).e_version, 129u);
+  auto scan = scan_cuda_images(b);
+  ASSERT_TRUE(scan.ok()) << scan.error().message;
+  EXPECT_EQ(arch_names(*scan), (std::vector<std::string>{"sm_80"}));
+  Bytes zeroed = b;
+  put(zeroed, offsetof(Elf64_Ehdr, e_version), std::uint32_t{0});
+  EXPECT_EQ(scan_cuda_images(zeroed).code(), EBADMSG);
+}
+
 TEST(CudaScan, MultiArchFatbinListsCubinsAndCompressedPtx) {
   auto scan = scan_cuda_images(fixture("kernel_multi.fatbin"));
   ASSERT_TRUE(scan.ok()) << scan.error().message;
