@@ -392,14 +392,23 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   });
 }
 
+// One buffer that is size bytes of fd at off (FUSE_BUFVEC_INIT without the
+// C99 compound literal): libfuse reads or splices it with pread/pwrite.
+fuse_bufvec fd_bufvec(size_t size, int fd, off_t off) {
+  fuse_bufvec v{};
+  v.count = 1;
+  v.buf[0].size = size;
+  v.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+  v.buf[0].fd = fd;
+  v.buf[0].pos = off;
+  return v;
+}
+
 void op_read(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_info* fi) {
   guarded(req, [&] {
     auto handle = file_or_reply(req, fi);
     if (!handle) return;
-    fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
-    buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
-    buf.buf[0].fd = handle->fd.get();
-    buf.buf[0].pos = off;
+    fuse_bufvec buf = fd_bufvec(size, handle->fd.get(), off);
     fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
   });
 }
@@ -408,10 +417,7 @@ void op_write_buf(fuse_req_t req, fuse_ino_t /*ino*/, fuse_bufvec* in, off_t off
   guarded(req, [&] {
     auto handle = file_or_reply(req, fi);
     if (!handle) return;
-    fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
-    out.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
-    out.buf[0].fd = handle->fd.get();
-    out.buf[0].pos = off;
+    fuse_bufvec out = fd_bufvec(fuse_buf_size(in), handle->fd.get(), off);
     const ssize_t n = fuse_buf_copy(&out, in, static_cast<fuse_buf_copy_flags>(0));
     if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
     fuse_reply_write(req, static_cast<size_t>(n));
