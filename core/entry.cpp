@@ -101,6 +101,15 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::check(const EntryLocation& wh
       if (std::chrono::steady_clock::now() - c->checked < ttl_) return c;
     }
   }
+  if (depth == VerifyDepth::cached_only) {
+    static const auto unknown = [] {
+      auto v = std::make_shared<EntryVerdict>();
+      v->unknown = true;
+      v->reason = "not verified yet";
+      return std::shared_ptr<const EntryVerdict>(std::move(v));
+    }();
+    return unknown;
+  }
   auto verdict = verify(where, depth != VerifyDepth::stat_only, force_path);
   if (verdict->hashed && verdict->manifest && !verdict->transient) {
     std::lock_guard lock(mu_);

@@ -27,6 +27,7 @@ struct EntryVerdict {
   std::chrono::steady_clock::time_point checked{};
   bool hashed = false;                        // false: a stat-level verdict (never cached)
   bool transient = false;                     // the entry changed while checked: not cached, not damage
+  bool unknown = false;                       // cached_only found no fresh verdict: nothing was checked
 };
 
 // Where an entry's manifest and files are.
@@ -41,6 +42,7 @@ struct EntryLocation {
 
 enum class VerifyDepth {
   stat_only,  // readdir: never hash; use a cached verdict or check types and sizes only
+  cached_only,  // readdirplus: a hashed verdict younger than the TTL, else unknown (never hashes)
   cached,     // lookup: a verdict younger than the TTL is trusted
   fresh,      // re-verify now (stamps re-checked; only changed files are hashed again)
 };

@@ -116,7 +116,15 @@ Result<Found> Store::root() {
 }
 
 Result<Found> Store::lookup(int dir_fd, std::string_view name) {
-  Impl& s = *impl_;
+  return impl_->lookup(dir_fd, name, VerifyDepth::cached);
+}
+
+Result<Found> Store::lookup_verified(int dir_fd, std::string_view name) {
+  return impl_->lookup(dir_fd, name, VerifyDepth::cached_only);
+}
+
+Result<Found> Store::Impl::lookup(int dir_fd, std::string_view name, VerifyDepth depth) {
+  Impl& s = *this;
   s.metrics.lookups.fetch_add(1, std::memory_order_relaxed);
   if (Status ok = check_name(name); !ok) return ok.error();
   if (is_reserved_name(name)) {
@@ -130,7 +138,7 @@ Result<Found> Store::lookup(int dir_fd, std::string_view name) {
   // for a name that was visible all along.
   constexpr int kAttempts = 4;
   for (int attempt = 1;; ++attempt) {
-    auto j = s.judge_settled(*ctx, dir_fd, name, VerifyDepth::cached);
+    auto j = s.judge_settled(*ctx, dir_fd, name, depth);
     if (!j) return j.error();
     if (j->verdict == Verdict::absent) return make_error(ENOENT, std::string(name) + ": absent");
     if (j->verdict == Verdict::visible) {
@@ -180,7 +188,9 @@ Result<UniqueFd> Store::open(int path_fd, int flags) {
     // A read of a sealed file: check that it still is what was verified.
     // Replaced or unlinked since its lookup. A native filesystem would still
     // open the old inode; serve it when it is exactly the file a verdict
-    // vouched for (a reader caught in an R6 swap), else ENOENT.
+    // vouched for (a reader caught in an R6 swap), else ESTALE: the handle
+    // names an object that is no longer there, and a caller (the kernel's
+    // VFS) retries with a fresh lookup of the name.
     auto open_replaced = [&](const std::string& why) -> Result<UniqueFd> {
       // Content identity only: unlinking the old name changed its ctime.
       auto v = s.entries.cached_by_key(st->st_dev, st->st_ino);
@@ -191,7 +201,7 @@ Result<UniqueFd> Store::open(int path_fd, int flags) {
             seen.mtime.tv_sec == now.mtime.tv_sec && seen.mtime.tv_nsec == now.mtime.tv_nsec)
           return reopen_fd(path_fd, flags);
       }
-      return make_error(ENOENT, why);
+      return make_error(ESTALE, why);
     };
     auto placed = s.place(path_fd);
     if (!placed) return open_replaced(placed.error().message);

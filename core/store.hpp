@@ -124,6 +124,9 @@ class Store {
   // ENOENT when the child is absent or hidden. May hash and may quarantine
   // an invalid entry (R2) before answering ENOENT.
   Result<Found> lookup(int dir_fd, std::string_view name);
+  // lookup that never hashes (readdirplus, R8): EAGAIN when answering would
+  // need a verification that is not cached and fresh.
+  Result<Found> lookup_verified(int dir_fd, std::string_view name);
   // The root, as lookup would describe it.
   Result<Found> root();
   // Children of a visible directory that lookup would show, without hashing
@@ -133,6 +136,8 @@ class Store {
   // Open a visible object for I/O with open(2) flags (O_CREAT/O_EXCL not
   // allowed here). A read open of a sealed file checks its stamp (verify=changed)
   // or rehashes it (verify=always); damage found now → quarantine and ENOENT.
+  // ESTALE: path_fd's object was replaced or unlinked since its lookup and is
+  // not the verified content; look the name up again.
   Result<UniqueFd> open(int path_fd, int flags);
 
   // ---- Creation (R5, R7, R10) ------------------------------------------

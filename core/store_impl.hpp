@@ -118,6 +118,8 @@ struct Store::Impl {
   // judge(), again while the answer is "invalid" only because the object
   // changed while it was judged (a concurrent publish); bounded retries.
   Result<Judgement> judge_settled(const DirContext& ctx, int dir_fd, std::string_view name, VerifyDepth depth);
+  // Store::lookup and Store::lookup_verified, at the given verification depth.
+  Result<Found> lookup(int dir_fd, std::string_view name, VerifyDepth depth);
   // Lookup-time consequences of a judgement: quarantine an invalid entry.
   void act_on_invalid(const DirContext& ctx, int dir_fd, std::string_view name, const Judgement& j);
   // R5: when name holds a hidden object, quarantine it. Returns the judgement

@@ -525,12 +525,23 @@ void do_readdir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool
         e.attr.st_mode = S_IFDIR;
         entsize = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &e, next);
       } else {
-        auto found = fs.store->lookup(dir->inode->path_fd()->get(), name);
-        if (!found) continue;  // hidden or gone since the listing: leave it out
-        fuse_entry_param e = remember(fs, std::move(*found));
-        entsize = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &e, next);
-        // Only entries whose attributes reached the kernel count as looked up.
-        if (entsize > size - used) fs.inodes.forget(e.ino, 1);
+        // readdir never hashes (R8): attributes go along only for objects
+        // whose verdict is already known; the rest go with node id 0, which
+        // tells the kernel to LOOKUP them when (and if) they are used.
+        const DirItem& item = dir->items[index - 2];
+        auto found = fs.store->lookup_verified(dir->inode->path_fd()->get(), name);
+        if (!found && found.code() != EAGAIN) continue;  // hidden or gone since the listing
+        if (!found) {
+          fuse_entry_param e{};
+          e.attr.st_ino = item.ino;
+          e.attr.st_mode = static_cast<mode_t>(item.type) << 12;
+          entsize = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &e, next);
+        } else {
+          fuse_entry_param e = remember(fs, std::move(*found));
+          entsize = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &e, next);
+          // Only entries whose attributes reached the kernel count as looked up.
+          if (entsize > size - used) fs.inodes.forget(e.ino, 1);
+        }
       }
       if (entsize > size - used) break;
       used += entsize;

@@ -161,6 +161,31 @@ TEST(MountStatus, PrintsCountersThatChange) {
   EXPECT_GT(counter(after.out, "lookups"), lookups_before) << after.out;
 }
 
+// R8: listing never hashes, also when the kernel asks with READDIRPLUS (as it
+// does for the first readdir of a directory): a fresh daemon lists published
+// entries without hashing a byte, and the first load hashes.
+TEST(MountStatus, ListingDoesNotHash) {
+  SEALFS_REQUIRE_FUSE();
+  TempDir dir("sealfs-listing");
+  make_dirs(dir / "B");
+  {
+    Mount writer(MountConfig::with({"profile=tilelang"}).backed_by(dir / "B"));
+    ASSERT_TRUE(writer.ok()) << writer.error();
+    for (const char* key : {"k1", "k2", "k3"}) ASSERT_EQ(tilelang("save", writer.mountpoint(), key).status, 0);
+  }
+  Mount mount(MountConfig::with({"profile=tilelang"}).backed_by(dir / "B"));
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  const std::string kernels = mount.m("ns/kernels");
+  EXPECT_EQ(list_dir(kernels), (std::set<std::string>{".", "..", "k1", "k2", "k3"}));
+  ProcessResult listed = run_process({sealfs_binary(), "status", mount.mountpoint()});
+  ASSERT_EQ(listed.status, 0) << listed.err;
+  EXPECT_EQ(counter(listed.out, "bytes_hashed"), 0) << listed.out;
+  ASSERT_EQ(tilelang("load", mount.mountpoint(), "k1").status, kHit);
+  ProcessResult loaded = run_process({sealfs_binary(), "status", mount.mountpoint()});
+  ASSERT_EQ(loaded.status, 0) << loaded.err;
+  EXPECT_GT(counter(loaded.out, "bytes_hashed"), 0) << loaded.out;
+}
+
 TEST(MountStatus, RefusesWhatIsNotASealfsMount) {
   TempDir dir("sealfs-status");
   ProcessResult r = run_process({sealfs_binary(), "status", dir.path()});

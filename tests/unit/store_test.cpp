@@ -215,6 +215,29 @@ TEST_F(StoreTest, PublishedDirectoryEntryIsVisibleWithManifest) {
   EXPECT_GE(store().metrics().hits.load(), 2u);
 }
 
+// readdirplus asks through lookup_verified, which must never hash (R8): it
+// answers EAGAIN until a real lookup has verified the entry.
+TEST_F(StoreTest, LookupVerifiedNeverHashes) {
+  options().verdict_ttl = std::chrono::hours(1);
+  open_store();
+  publish_entry("k", {{"kernel_lib.so", "0123456789abcdef"}, {"params.pkl", "p"}});
+  open_store();  // a fresh store: no verdict cached yet
+  UniqueFd root = dir("");
+  auto container = store().lookup_verified(root.get(), "c");
+  ASSERT_TRUE(container.ok()) << container.error().message;  // containers need no verification
+  EXPECT_EQ(container->kind, ObjectKind::container);
+  UniqueFd c = dir("c");
+  const auto hashed = store().metrics().bytes_hashed.load();
+  EXPECT_EQ(store().lookup_verified(c.get(), "k").code(), EAGAIN);
+  EXPECT_EQ(store().metrics().bytes_hashed.load(), hashed);
+  ASSERT_TRUE(store().lookup(c.get(), "k").ok());
+  EXPECT_GT(store().metrics().bytes_hashed.load(), hashed);
+  auto again = store().lookup_verified(c.get(), "k");
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->kind, ObjectKind::dir_entry);
+  EXPECT_EQ(store().lookup_verified(c.get(), "absent").code(), ENOENT);
+}
+
 TEST_F(StoreTest, TruncatedEntryIsHiddenQuarantinedAndInvalidated) {
   publish_entry("k", {{"kernel_lib.so", "0123456789abcdef"}, {"params.pkl", "p"}});
   ASSERT_TRUE(visible("c/k/kernel_lib.so"));
@@ -618,10 +641,14 @@ TEST_F(StoreTest, ReadersNeverMissAFileEntryBeingReplaced) {
         continue;
       }
       auto fd = store().open(f->fd.get(), O_RDONLY);
-      if (!fd) {
+      if (!fd && fd.code() == ESTALE) {  // replaced since the lookup: look again, as the VFS does
+        f = lookup("c/f");
+        if (f) fd = store().open(f->fd.get(), O_RDONLY);
+      }
+      if (!f || !fd) {
         ++misses;
         std::lock_guard lock(why_mu);
-        why = "open: " + fd.error().message;
+        why = f ? "open: " + fd.error().message : "lookup: " + f.error().message;
       }
     }
   });
