@@ -3,7 +3,9 @@
 #include "core/store.hpp"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -303,10 +305,36 @@ TEST_F(StoreTest, FifoListedInManifestIsInvalidWithoutHanging) {
   EXPECT_EQ(lookup_errno("e"), ENOENT);
 }
 
+// While alive, this thread works without CAP_DAC_OVERRIDE and
+// CAP_DAC_READ_SEARCH (capabilities are per thread), so that a test running
+// as root meets file modes as an ordinary user would.
+class WithoutDacOverride {
+ public:
+  WithoutDacOverride() {
+    if (::syscall(SYS_capget, &header_, saved_) != 0) return;
+    __user_cap_data_struct reduced[2] = {saved_[0], saved_[1]};
+    reduced[0].effective &= ~((1u << CAP_DAC_OVERRIDE) | (1u << CAP_DAC_READ_SEARCH));
+    active_ = ::syscall(SYS_capset, &header_, reduced) == 0;
+  }
+  ~WithoutDacOverride() {
+    if (active_) ::syscall(SYS_capset, &header_, saved_);
+  }
+  WithoutDacOverride(const WithoutDacOverride&) = delete;
+  WithoutDacOverride& operator=(const WithoutDacOverride&) = delete;
+  bool active() const { return active_; }
+
+ private:
+  __user_cap_header_struct header_{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct saved_[2]{};
+  bool active_ = false;
+};
+
 TEST_F(StoreTest, UnreadableListedFileMakesEntryInvalid) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root reads everything";
   publish_entry("k", {{"a", "a"}});
+  open_store();  // nothing cached: the lookup must read the file
   ASSERT_EQ(::chmod(B("c/k/a").c_str(), 0), 0);
+  WithoutDacOverride unprivileged;
+  ASSERT_TRUE(unprivileged.active() || ::geteuid() != 0) << "cannot drop CAP_DAC_OVERRIDE";
   EXPECT_EQ(lookup_errno("c/k"), ENOENT);
 }
 
