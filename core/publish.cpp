@@ -171,15 +171,7 @@ class Store::Impl::Publisher {
     if (sj.kind != ObjectKind::entry_file && sj.kind != ObjectKind::entry_dir && sj.kind != ObjectKind::dir_entry &&
         sj.kind != ObjectKind::in_progress)
       return {};
-    const std::string key = sctx.entry_key(name);
-    Status s = s_.edit_manifest(
-        sctx.entry->fd.get(), sctx.entry->st, kDirManifest,
-        [&](Manifest& m) {
-          drop_records(m, key);
-          return Status{};
-        },
-        false);
-    if (!s) return s;
+    if (Status s = s_.unlist(*sctx.entry, sctx.entry_key(name)); !s) return s;
     if (s_.crash_at(step::kSourceUnlisted)) return crashed(step::kSourceUnlisted);
     return {};
   }
@@ -389,16 +381,7 @@ Status Store::Impl::Publisher::publish_file(const DirContext& sctx, int sd, std:
     if (Status u = unlist_source(sctx, sn, sj); !u) return u;
     if (Status r = rename_at(sd, sn, dd, dn, flags); !r) return r;
     if (s_.crash_at(step::kRenamed)) return crashed(step::kRenamed);
-    Status amended = s_.edit_manifest(
-        dctx.entry->fd.get(), dctx.entry->st, kDirManifest,
-        [&](Manifest& m) {
-          drop_records(m, key);
-          m.files[key] = *rec;
-          merge_extras(m, extras);
-          return Status{};
-        },
-        false);
-    if (!amended) return amended;
+    if (Status amended = s_.list_record(*dctx.entry, key, *rec, extras); !amended) return amended;
     if (s_.crash_at(step::kAmended)) return crashed(step::kAmended);
     if (Status d = sync_parents(sd, dd); !d) return d;
     if (dj->verdict == Verdict::visible) s_.invalidate(dd, dn, dj->st);
@@ -452,13 +435,8 @@ Status Store::rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd, 
   if (!sctx) return sctx.error();
   auto dctx = s.context_of(dst_dir_fd);
   if (!dctx) return dctx.error();
-  auto sj = s.judge_settled(*sctx, src_dir_fd, src_name, VerifyDepth::cached);
+  auto sj = s.judge_visible(*sctx, src_dir_fd, src_name);
   if (!sj) return sj.error();
-  if (sj->verdict == Verdict::absent) return make_error(ENOENT, std::string(src_name) + ": absent");
-  if (sj->verdict != Verdict::visible) {
-    s.act_on_invalid(*sctx, src_dir_fd, src_name, *sj);
-    return make_error(ENOENT, std::string(src_name) + ": hidden");
-  }
   const bool src_vol = s.profile.is_volatile(sctx->child_rel(src_name));
   const bool dst_vol = s.profile.is_volatile(dctx->child_rel(dst_name));
   if ((flags & RENAME_EXCHANGE) != 0) {
@@ -532,16 +510,7 @@ Result<Found> Store::link(int src_path_fd, int dst_dir_fd, std::string_view dst_
   if (dctx->entry) {
     if (Status l = do_link(); !l) return l.error();
     if (s.crash_at(publish_steps::kRenamed)) return crashed(publish_steps::kRenamed);
-    Status amended = s.edit_manifest(
-        dctx->entry->fd.get(), dctx->entry->st, kDirManifest,
-        [&](Manifest& m) {
-          drop_records(m, key);
-          m.files[key] = *rec;
-          merge_extras(m, extras);
-          return Status{};
-        },
-        false);
-    if (!amended) return amended.error();
+    if (Status amended = s.list_record(*dctx->entry, key, *rec, extras); !amended) return amended.error();
     if (s.crash_at(publish_steps::kAmended)) return crashed(publish_steps::kAmended);
   } else {
     Status w = s.write_sidecar(dst_dir_fd, dst_name, *rec, std::nullopt, &extras);

@@ -30,16 +30,7 @@ Status Store::Impl::seal_at(const DirContext& ctx, int dir_fd, std::string_view 
   if (!rec) return rec.error();
   if (crash_at("digested")) return make_error(ECANCELED, "fault hook: digested");
   if (ctx.entry) {
-    Status s = edit_manifest(
-        ctx.entry->fd.get(), ctx.entry->st, kDirManifest,
-        [&](Manifest& m) {
-          drop_records(m, how.key);
-          m.files[how.key] = *rec;
-          merge_extras(m, extras);
-          return Status{};
-        },
-        false);
-    if (!s) return s;
+    if (Status s = list_record(*ctx.entry, how.key, *rec, extras); !s) return s;
   } else {
     Status s = write_sidecar(dir_fd, name, *rec, std::nullopt, &extras);
     if (!s) return s;
@@ -84,15 +75,7 @@ Status Store::abandon(int path_fd) {
   std::vector<std::string> companions;
   if (ctx->entry) {
     // Unlist it first: a listed file that then leaves makes the entry invalid.
-    const std::string key = ctx->entry_key(placed->name);
-    Status edited = s.edit_manifest(
-        ctx->entry->fd.get(), ctx->entry->st, kDirManifest,
-        [&](Manifest& m) {
-          drop_records(m, key);
-          return Status{};
-        },
-        false);
-    if (!edited) return edited;
+    if (Status edited = s.unlist(*ctx->entry, ctx->entry_key(placed->name)); !edited) return edited;
   } else {
     companions.push_back(sidecar_name(placed->name));
   }

@@ -349,28 +349,15 @@ Status Store::unlink(int dir_fd, std::string_view name) {
   if (is_reserved_name(name)) return hidden_error(name);
   auto ctx = s.context_of(dir_fd);
   if (!ctx) return ctx.error();
-  auto j = s.judge_settled(*ctx, dir_fd, name, VerifyDepth::cached);
+  auto j = s.judge_visible(*ctx, dir_fd, name);
   if (!j) return j.error();
-  if (j->verdict == Verdict::absent) return make_error(ENOENT, std::string(name) + ": absent");
-  if (j->verdict != Verdict::visible) {
-    s.act_on_invalid(*ctx, dir_fd, name, *j);
-    return hidden_error(name);
-  }
   if (S_ISDIR(j->st.st_mode)) return make_error(EISDIR, std::string(name) + " is a directory");
   const std::string n(name);
   if (j->kind == ObjectKind::entry_file ||
       (ctx->entry && j->kind == ObjectKind::in_progress)) {
     // Inside an entry the manifest goes first: a crash in between leaves an
     // unlisted (hidden) file in a valid entry, never a listed missing one.
-    const std::string key = ctx->entry_key(name);
-    Status edited = s.edit_manifest(
-        ctx->entry->fd.get(), ctx->entry->st, kDirManifest,
-        [&](Manifest& m) {
-          drop_records(m, key);
-          return Status{};
-        },
-        false);
-    if (!edited) return edited;
+    if (Status edited = s.unlist(*ctx->entry, ctx->entry_key(name)); !edited) return edited;
     if (s.crash_at("manifest_written")) return make_error(ECANCELED, "fault hook: manifest_written");
   }
   if (::unlinkat(dir_fd, n.c_str(), 0) != 0) return errno_error("unlink " + ctx->child_rel(name));
@@ -391,13 +378,8 @@ Status Store::rmdir(int dir_fd, std::string_view name) {
   if (is_reserved_name(name)) return hidden_error(name);
   auto ctx = s.context_of(dir_fd);
   if (!ctx) return ctx.error();
-  auto j = s.judge_settled(*ctx, dir_fd, name, VerifyDepth::cached);
+  auto j = s.judge_visible(*ctx, dir_fd, name);
   if (!j) return j.error();
-  if (j->verdict == Verdict::absent) return make_error(ENOENT, std::string(name) + ": absent");
-  if (j->verdict != Verdict::visible) {
-    s.act_on_invalid(*ctx, dir_fd, name, *j);
-    return hidden_error(name);
-  }
   if (!S_ISDIR(j->st.st_mode)) return make_error(ENOTDIR, std::string(name) + " is not a directory");
   auto child = s.found_at(dir_fd, name, j->kind, &j->st);
   if (!child) return child.error();

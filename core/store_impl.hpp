@@ -120,6 +120,9 @@ struct Store::Impl {
   Result<Judgement> judge_settled(const DirContext& ctx, int dir_fd, std::string_view name, VerifyDepth depth);
   // Store::lookup and Store::lookup_verified, at the given verification depth.
   Result<Found> lookup(int dir_fd, std::string_view name, VerifyDepth depth);
+  // judge_settled() for an operation on an existing, visible object: ENOENT
+  // when it is absent or hidden (after acting on an invalid one, as lookup does).
+  Result<Judgement> judge_visible(const DirContext& ctx, int dir_fd, std::string_view name);
   // Lookup-time consequences of a judgement: quarantine an invalid entry.
   void act_on_invalid(const DirContext& ctx, int dir_fd, std::string_view name, const Judgement& j);
   // R5: when name holds a hidden object, quarantine it. Returns the judgement
@@ -150,6 +153,11 @@ struct Store::Impl {
   // create is set, else ENOENT. holder: stat of base_fd.
   Status edit_manifest(int base_fd, const struct stat& holder, std::string_view manifest_name,
                        const std::function<Status(Manifest&)>& edit, bool create);
+  // The entry's manifest without key (and without anything below it).
+  Status unlist(const EntryRoot& entry, std::string_view key);
+  // The entry's manifest with key recorded as rec (replacing what was there)
+  // and extras' validator sections merged in.
+  Status list_record(const EntryRoot& entry, std::string_view key, const FileRecord& rec, const Manifest& extras);
   // Writes the sidecar of dir_fd/name recording `record` (and `accept`).
   Status write_sidecar(int dir_fd, std::string_view name, const FileRecord& record,
                        const std::optional<FileRecord>& accept, const Manifest* extras);

@@ -224,6 +224,17 @@ void Store::Impl::quarantine_entry_root(const EntryRoot& entry, std::string reas
   quarantine_object(parent->get(), name, entry.st, entry.rel, std::move(reason));
 }
 
+Result<Judgement> Store::Impl::judge_visible(const DirContext& ctx, int dir_fd, std::string_view name) {
+  auto j = judge_settled(ctx, dir_fd, name, VerifyDepth::cached);
+  if (!j) return j;
+  if (j->verdict == Verdict::absent) return make_error(ENOENT, std::string(name) + ": absent");
+  if (j->verdict != Verdict::visible) {
+    act_on_invalid(ctx, dir_fd, name, *j);
+    return make_error(ENOENT, std::string(name) + ": hidden");
+  }
+  return j;
+}
+
 void Store::Impl::act_on_invalid(const DirContext& ctx, int dir_fd, std::string_view name, const Judgement& j) {
   if (j.transient) return;  // it changed while judged: nothing to blame it for
   if (j.verdict == Verdict::invalid_self)

@@ -175,4 +175,27 @@ Status Store::Impl::write_sidecar(int dir_fd, std::string_view name, const FileR
   return write_manifest_atomic(dir_fd, sidecar_name(name), m, durable());
 }
 
+Status Store::Impl::unlist(const EntryRoot& entry, std::string_view key) {
+  return edit_manifest(
+      entry.fd.get(), entry.st, kDirManifest,
+      [&](Manifest& m) {
+        drop_records(m, key);
+        return Status{};
+      },
+      false);
+}
+
+Status Store::Impl::list_record(const EntryRoot& entry, std::string_view key, const FileRecord& rec,
+                                const Manifest& extras) {
+  return edit_manifest(
+      entry.fd.get(), entry.st, kDirManifest,
+      [&](Manifest& m) {
+        drop_records(m, key);
+        m.files[std::string(key)] = rec;
+        merge_extras(m, extras);
+        return Status{};
+      },
+      false);
+}
+
 }  // namespace sealfs
