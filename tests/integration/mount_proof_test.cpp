@@ -345,8 +345,9 @@ TEST(Concurrency, PublishersAndReadersNeverSeeATornEntry) {
   }
   int namespaces = 0;
   for (int w = 0; w < kWriters; ++w) {
+    const int status = wait_process(writers[w], limit);
     const std::string log = file_text(logs / ("writer" + std::to_string(w) + ".log"));
-    EXPECT_EQ(wait_process(writers[w], limit), 0) << log;
+    EXPECT_EQ(status, 0) << log;
     std::printf("[ proof ] %s", log.c_str());
   }
   for (int r = 0; r < kReaders; ++r) {
