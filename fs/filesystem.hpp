@@ -23,6 +23,11 @@ struct FileHandle {
   InodeRef inode;       // keeps the O_PATH fd for seal/abandon after the kernel forgets it
   bool tracked = false;  // counted in WriterTracking (a write handle outside volatile areas)
   std::atomic<bool> abandoned{false};
+  // Every close(2) of a descriptor sends FLUSH before the last RELEASE. A
+  // write handle released without one was never held by its opener (a
+  // create cut short by SIGKILL, a reply that failed) or lost its closer's
+  // FLUSH: R4 cannot call that a normal close, so it counts as abandoned.
+  std::atomic<bool> flushed{false};
 };
 
 struct DirHandle {

@@ -149,7 +149,8 @@ void finish_handle(Filesystem& fs, FileHandle& handle) {
   handle.fd.reset();
   if (!handle.tracked) return;
   const InodeRef& inode = handle.inode;
-  const auto last = fs.writers.released(inode->dev, inode->ino, handle.abandoned.load());
+  const bool abandoned = handle.abandoned.load() || !handle.flushed.load();
+  const auto last = fs.writers.released(inode->dev, inode->ino, abandoned);
   if (!last) return;
   const auto pfd = inode->path_fd();
   const Status status = *last ? fs.store->abandon(pfd->get()) : fs.store->seal(pfd->get());
@@ -432,6 +433,7 @@ void op_flush(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
     if (!handle) return;
     if (handle->tracked && closer_state_of(fuse_req_ctx(req)->pid) == CloserState::abandoned)
       handle->abandoned = true;
+    handle->flushed = true;
     fuse_reply_err(req, 0);
   });
 }

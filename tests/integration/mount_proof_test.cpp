@@ -242,14 +242,11 @@ class InPlaceWriter {
   std::vector<std::pair<std::string, std::string>> files_;
 };
 
-// DISABLED: finds a sealfs bug (R4). A writer SIGKILLed right after
-// open(O_CREAT|O_TRUNC) of a file through M, before or just after its first
-// write, can leave that file visible, empty, and sealed: e.g. an empty
-// params.pkl (load exits 4, "corrupt: params.pkl: Ran out of input") or an
-// empty host_kernel.cu. Seen in about 3 of 50 trials; the kill presumably
-// lands where no FLUSH from the dying task reaches the daemon, so the close
-// counts as normal. Enable once R4 abandons such handles.
-TEST(WriterKill, DISABLED_InPlaceWriterKilledAtRandomLeavesHitOrMiss) {
+// Found an R4 bug when first written: a writer SIGKILLed right after
+// open(O_CREAT|O_TRUNC) could leave an empty file visible and sealed (about 3
+// of 50 trials) because its handle was released without a FLUSH and counted
+// as a normal close. Such handles are now abandoned (fs/filesystem.hpp).
+TEST(WriterKill, InPlaceWriterKilledAtRandomLeavesHitOrMiss) {
   SEALFS_REQUIRE_FUSE();
   constexpr const char* kLibSize = "65536";
   TempDir reference("sealfs-proof-ref");
