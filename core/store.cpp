@@ -345,12 +345,10 @@ Result<Found> Store::mknod(int dir_fd, std::string_view name, mode_t mode, dev_t
 
 Status Store::unlink(int dir_fd, std::string_view name) {
   Impl& s = *impl_;
-  if (Status ok = check_name(name); !ok) return ok;
-  if (is_reserved_name(name)) return hidden_error(name);
-  auto ctx = s.context_of(dir_fd);
-  if (!ctx) return ctx.error();
-  auto j = s.judge_visible(*ctx, dir_fd, name);
-  if (!j) return j.error();
+  auto target = s.visible_target(dir_fd, name);
+  if (!target) return target.error();
+  const DirContext* ctx = &target->ctx;
+  const Judgement* j = &target->judgement;
   if (S_ISDIR(j->st.st_mode)) return make_error(EISDIR, std::string(name) + " is a directory");
   const std::string n(name);
   if (j->kind == ObjectKind::entry_file ||
@@ -374,12 +372,10 @@ Status Store::unlink(int dir_fd, std::string_view name) {
 
 Status Store::rmdir(int dir_fd, std::string_view name) {
   Impl& s = *impl_;
-  if (Status ok = check_name(name); !ok) return ok;
-  if (is_reserved_name(name)) return hidden_error(name);
-  auto ctx = s.context_of(dir_fd);
-  if (!ctx) return ctx.error();
-  auto j = s.judge_visible(*ctx, dir_fd, name);
-  if (!j) return j.error();
+  auto target = s.visible_target(dir_fd, name);
+  if (!target) return target.error();
+  const DirContext* ctx = &target->ctx;
+  const Judgement* j = &target->judgement;
   if (!S_ISDIR(j->st.st_mode)) return make_error(ENOTDIR, std::string(name) + " is not a directory");
   auto child = s.found_at(dir_fd, name, j->kind, &j->st);
   if (!child) return child.error();

@@ -123,6 +123,13 @@ struct Store::Impl {
   // judge_settled() for an operation on an existing, visible object: ENOENT
   // when it is absent or hidden (after acting on an invalid one, as lookup does).
   Result<Judgement> judge_visible(const DirContext& ctx, int dir_fd, std::string_view name);
+  // For unlink/rmdir: the name checked, its directory's context, and the
+  // judgement of the visible object under it (ENOENT when hidden or absent).
+  struct Target {
+    DirContext ctx;
+    Judgement judgement;
+  };
+  Result<Target> visible_target(int dir_fd, std::string_view name);
   // Lookup-time consequences of a judgement: quarantine an invalid entry.
   void act_on_invalid(const DirContext& ctx, int dir_fd, std::string_view name, const Judgement& j);
   // R5: when name holds a hidden object, quarantine it. Returns the judgement

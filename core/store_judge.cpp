@@ -235,6 +235,17 @@ Result<Judgement> Store::Impl::judge_visible(const DirContext& ctx, int dir_fd, 
   return j;
 }
 
+Result<Store::Impl::Target> Store::Impl::visible_target(int dir_fd, std::string_view name) {
+  if (!is_valid_name(name)) return make_error(EINVAL, "invalid name");
+  if (name.size() > NAME_MAX) return make_error(ENAMETOOLONG, "name too long");
+  if (is_reserved_name(name)) return make_error(ENOENT, std::string(name) + ": hidden");
+  auto ctx = context_of(dir_fd);
+  if (!ctx) return ctx.error();
+  auto j = judge_visible(*ctx, dir_fd, name);
+  if (!j) return j.error();
+  return Target{std::move(*ctx), std::move(*j)};
+}
+
 void Store::Impl::act_on_invalid(const DirContext& ctx, int dir_fd, std::string_view name, const Judgement& j) {
   if (j.transient) return;  // it changed while judged: nothing to blame it for
   if (j.verdict == Verdict::invalid_self)

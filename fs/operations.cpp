@@ -652,26 +652,26 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   });
 }
 
-void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
+// setxattr/removexattr: reserved names refused, the rest applied to the
+// backing object through its /proc path by change(path) (0 or -1 with errno).
+template <class Change>
+void change_xattr(fuse_req_t req, fuse_ino_t ino, const char* name, Change change) {
   guarded(req, [&] {
     InodeRef inode = inode_or_reply(req, ino);
     if (!inode) return;
     if (reserved_xattr(name)) return (void)fuse_reply_err(req, EPERM);
     const auto pfd_ref = inode->path_fd();  // held while the /proc path is in use
     const std::string path = proc_fd_path(pfd_ref->get());
-    fuse_reply_err(req, ::setxattr(path.c_str(), name, value, size, flags) == 0 ? 0 : errno_or(EIO));
+    fuse_reply_err(req, change(path.c_str()) == 0 ? 0 : errno_or(EIO));
   });
 }
 
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
+  change_xattr(req, ino, name, [&](const char* path) { return ::setxattr(path, name, value, size, flags); });
+}
+
 void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
-  guarded(req, [&] {
-    InodeRef inode = inode_or_reply(req, ino);
-    if (!inode) return;
-    if (reserved_xattr(name)) return (void)fuse_reply_err(req, EPERM);
-    const auto pfd_ref = inode->path_fd();  // held while the /proc path is in use
-    const std::string path = proc_fd_path(pfd_ref->get());
-    fuse_reply_err(req, ::removexattr(path.c_str(), name) == 0 ? 0 : errno_or(EIO));
-  });
+  change_xattr(req, ino, name, [&](const char* path) { return ::removexattr(path, name); });
 }
 
 // ---- session -------------------------------------------------------------------
