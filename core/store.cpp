@@ -203,10 +203,10 @@ Result<UniqueFd> Store::open(int path_fd, int flags) {
       }
       return make_error(ESTALE, why);
     };
-    auto placed = s.place(path_fd);
+    DirContext parent_ctx;
+    auto placed = s.place(path_fd, &parent_ctx);
     if (!placed) return open_replaced(placed.error().message);
-    auto ctx = s.context_of(placed->parent.get());
-    if (!ctx) return make_error(ENOENT, ctx.error().message);
+    const DirContext* ctx = &parent_ctx;
     if (!s.profile.is_volatile(placed->rel)) {
       const bool always = s.options.verify == VerifyMode::always;
       std::optional<EntryLocation> where;

@@ -100,6 +100,8 @@ struct Store::Impl {
   // ---- where things are ---------------------------------------------------
   Result<std::string> rel_of(int fd) const;
   Result<DirContext> context_of(int dir_fd) const;
+  // The walk context_of does from the root along ctx.rel; the directory reached.
+  Result<UniqueFd> walk_context(DirContext& ctx) const;
   // Opens the parent directory of the object behind path_fd and gives its
   // name there; ESTALE when deleted, ENOENT when no longer below the root or
   // when the name no longer holds that object.
@@ -109,7 +111,8 @@ struct Store::Impl {
     std::string rel;
     struct stat st {};
   };
-  Result<Placed> place(int path_fd) const;
+  // With parent_ctx, also that parent's context (as context_of), from one walk.
+  Result<Placed> place(int path_fd, DirContext* parent_ctx = nullptr) const;
   EntryLocation dir_entry_location(int dir_fd, const struct stat& st) const;
   EntryLocation file_entry_location(int parent_fd, std::string_view name, const struct stat& st) const;
 

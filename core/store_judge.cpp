@@ -21,21 +21,14 @@ Result<std::string> Store::Impl::rel_of(int fd) const {
   return rel;
 }
 
-Result<DirContext> Store::Impl::context_of(int dir_fd) const {
-  DirContext ctx;
-  auto st = stat_fd(dir_fd);
-  if (!st) return st.error();
-  if (!S_ISDIR(st->st_mode)) return make_error(ENOTDIR, "not a directory");
-  ctx.st = *st;
-  auto rel = rel_of(dir_fd);
-  if (!rel) return rel.error();
-  ctx.rel = std::move(*rel);
+// Walks down from the root along ctx.rel without following symlinks, noting
+// the deepest directory that holds an entry manifest (ctx.entry). Returns the
+// directory reached (empty for the root itself); the caller checks that it is
+// the object it expected, since the path may have changed meanwhile.
+Result<UniqueFd> Store::Impl::walk_context(DirContext& ctx) const {
   ctx.is_volatile = profile.is_volatile(ctx.rel);
   std::vector<std::string> parts = split_rel(ctx.rel);
   if (static_cast<int>(parts.size()) > kMaxTreeDepth) return make_error(ELOOP, "directory too deep");
-  // Walk down from the root along the path the kernel reports, without
-  // following symlinks, looking for the deepest directory holding a manifest.
-  // The walk ends at dir_fd's own object, or the path changed meanwhile.
   UniqueFd cur;
   std::string walked;
   for (const auto& part : parts) {
@@ -57,27 +50,58 @@ Result<DirContext> Store::Impl::context_of(int dir_fd) const {
       ctx.entry = std::move(e);
     }
   }
-  if (cur) {
-    auto end = stat_fd(cur.get());
+  if (ctx.entry) ctx.sub = ctx.rel.size() > ctx.entry->rel.size() ? ctx.rel.substr(ctx.entry->rel.size() + 1) : "";
+  return cur;
+}
+
+Result<DirContext> Store::Impl::context_of(int dir_fd) const {
+  DirContext ctx;
+  auto st = stat_fd(dir_fd);
+  if (!st) return st.error();
+  if (!S_ISDIR(st->st_mode)) return make_error(ENOTDIR, "not a directory");
+  ctx.st = *st;
+  auto rel = rel_of(dir_fd);
+  if (!rel) return rel.error();
+  ctx.rel = std::move(*rel);
+  auto cur = walk_context(ctx);
+  if (!cur) return cur.error();
+  // The walk must end at dir_fd's own object, or the path changed meanwhile.
+  if (*cur) {
+    auto end = stat_fd(cur->get());
     if (!end || !same_object(*end, ctx.st)) return make_error(ESTALE, "directory moved while being placed");
   } else if (!same_object(ctx.st, root_st)) {
     return make_error(ESTALE, "not the backing root");
   }
-  if (ctx.entry) ctx.sub = ctx.rel.size() > ctx.entry->rel.size() ? ctx.rel.substr(ctx.entry->rel.size() + 1) : "";
   return ctx;
 }
 
-Result<Store::Impl::Placed> Store::Impl::place(int path_fd) const {
+Result<Store::Impl::Placed> Store::Impl::place(int path_fd, DirContext* parent_ctx) const {
   auto st = stat_fd(path_fd);
   if (!st) return st.error();
   auto rel = rel_of(path_fd);
   if (!rel) return rel.error();
   if (rel->empty()) return make_error(EINVAL, "the root has no parent");
   auto [parent_rel, name] = split_parent(*rel);
-  auto parent = open_beneath(root_fd.get(), parent_rel, O_PATH | O_DIRECTORY);
-  if (!parent) return parent.error();
+  Result<UniqueFd> parent = make_error(ENOENT, "");
+  if (parent_ctx != nullptr) {
+    // One walk finds the parent and its context (what context_of would find
+    // again): the hot path of every open of a sealed file.
+    parent_ctx->rel = parent_rel;
+    parent = walk_context(*parent_ctx);
+    if (parent && !*parent) parent = open_beneath(root_fd.get(), "", O_PATH | O_DIRECTORY);
+  } else {
+    parent = open_beneath(root_fd.get(), parent_rel, O_PATH | O_DIRECTORY);
+  }
+  if (!parent) return parent.code() == ESTALE ? make_error(ENOENT, "object moved meanwhile") : parent.error();
+  // The object must still be this name in that parent (which also proves the
+  // walk reached the right directory).
   auto now = stat_at(parent->get(), name);
   if (!now || !same_object(*now, *st)) return make_error(ENOENT, "object moved meanwhile");
+  if (parent_ctx != nullptr) {
+    auto pst = stat_fd(parent->get());
+    if (!pst) return pst.error();
+    parent_ctx->st = *pst;
+  }
   Placed p;
   p.parent = std::move(*parent);
   p.name = std::move(name);
