@@ -84,21 +84,38 @@ Status check_listed_file(Verifier& verifier, int base_fd, const std::string& pat
 EntryVerifier::EntryVerifier(Verifier& verifier, std::chrono::nanoseconds ttl, std::size_t max_cached)
     : verifier_(verifier), ttl_(ttl), max_cached_(max_cached == 0 ? 1 : max_cached) {}
 
-std::shared_ptr<const EntryVerdict> EntryVerifier::cached(const EntryLocation& where) {
+std::shared_ptr<const EntryVerdict> EntryVerifier::find(const Verdicts& in, const EntryLocation& where) {
   auto stamp = manifest_stamp_at(where.base_fd, where.manifest_name);
   if (!stamp) return nullptr;
   std::lock_guard lock(mu_);
-  auto it = verdicts_.find({where.dev, where.ino});
-  if (it == verdicts_.end() || !(it->second->manifest_stamp == *stamp)) return nullptr;
+  auto it = in.find({where.dev, where.ino});
+  if (it == in.end() || !(it->second->manifest_stamp == *stamp)) return nullptr;
   return it->second;
+}
+
+void EntryVerifier::keep(Verdicts& in, const EntryLocation& where, std::shared_ptr<const EntryVerdict> verdict) {
+  std::lock_guard lock(mu_);
+  if (in.size() >= max_cached_) in.erase(in.begin());  // bounded; any victim will do
+  in[{where.dev, where.ino}] = std::move(verdict);
+}
+
+std::shared_ptr<const EntryVerdict> EntryVerifier::cached(const EntryLocation& where) {
+  return find(verdicts_, where);
 }
 
 std::shared_ptr<const EntryVerdict> EntryVerifier::check(const EntryLocation& where, VerifyDepth depth,
                                                          std::string_view force_path) {
+  const auto now = std::chrono::steady_clock::now();
   if (depth != VerifyDepth::fresh && force_path.empty()) {
     if (auto c = cached(where)) {
       if (depth == VerifyDepth::stat_only) return c;
-      if (std::chrono::steady_clock::now() - c->checked < ttl_) return c;
+      if (now - c->checked < ttl_) return c;
+    }
+    // A listing trusts a stat-level verdict for the TTL as a lookup trusts a
+    // hashed one: listing a large directory again costs a stat per name, not
+    // a manifest parse and a stat per listed file.
+    if (depth == VerifyDepth::stat_only) {
+      if (auto c = find(stat_verdicts_, where); c && now - c->checked < ttl_) return c;
     }
   }
   if (depth == VerifyDepth::cached_only) {
@@ -111,11 +128,7 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::check(const EntryLocation& wh
     return unknown;
   }
   auto verdict = verify(where, depth != VerifyDepth::stat_only, force_path);
-  if (verdict->hashed && verdict->manifest && !verdict->transient) {
-    std::lock_guard lock(mu_);
-    if (verdicts_.size() >= max_cached_) verdicts_.erase(verdicts_.begin());  // bounded; any victim will do
-    verdicts_[{where.dev, where.ino}] = verdict;
-  }
+  if (verdict->manifest && !verdict->transient) keep(verdict->hashed ? verdicts_ : stat_verdicts_, where, verdict);
   return verdict;
 }
 
@@ -128,6 +141,7 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::cached_by_key(dev_t dev, ino_
 void EntryVerifier::forget(dev_t dev, ino_t ino) {
   std::lock_guard lock(mu_);
   verdicts_.erase({dev, ino});
+  stat_verdicts_.erase({dev, ino});
 }
 
 std::shared_ptr<const EntryVerdict> EntryVerifier::verify(const EntryLocation& where, bool hash,

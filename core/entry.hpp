@@ -25,7 +25,7 @@ struct EntryVerdict {
   Stamp manifest_stamp;
   std::map<std::string, Stamp> file_stamps;   // manifest path → stamp seen when verified
   std::chrono::steady_clock::time_point checked{};
-  bool hashed = false;                        // false: a stat-level verdict (never cached)
+  bool hashed = false;                        // false: a stat-level verdict (cached for listings only)
   bool transient = false;                     // the entry changed while checked: not cached, not damage
   bool unknown = false;                       // cached_only found no fresh verdict: nothing was checked
 };
@@ -68,10 +68,16 @@ class EntryVerifier {
   Verifier& verifier_;
   std::chrono::nanoseconds ttl_;
   std::size_t max_cached_;
-  // mu_ protects verdicts_ only; verification itself (stat, hash) runs
+  using Key = std::pair<dev_t, ino_t>;
+  using Verdicts = std::map<Key, std::shared_ptr<const EntryVerdict>>;
+  std::shared_ptr<const EntryVerdict> find(const Verdicts& in, const EntryLocation& where);
+  void keep(Verdicts& in, const EntryLocation& where, std::shared_ptr<const EntryVerdict> verdict);
+
+  // mu_ protects the maps only; verification itself (stat, hash) runs
   // unlocked, so checking one entry never blocks lookups of another.
   std::mutex mu_;
-  std::map<std::pair<dev_t, ino_t>, std::shared_ptr<const EntryVerdict>> verdicts_;
+  Verdicts verdicts_;       // hashed verdicts: what lookups, opens and publishes trust
+  Verdicts stat_verdicts_;  // stat-level verdicts: listings only, for the TTL
 };
 
 // Checks one listed path below base_fd against its record (and an alternative
