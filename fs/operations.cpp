@@ -387,6 +387,9 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     // Verified sealed content cannot change through the mount without an
     // invalidation: keep the page cache across opens.
     fi->keep_cache = !writer && is_sealed(kind);
+    // FLUSH only matters to write handles (R4 tells a clean last close from
+    // an abandoned one by it): a read-only close costs no round trip.
+    fi->noflush = !tracked;
     if (fuse_reply_open(req, fi) != 0) {
       if (auto taken = fs.files.take(fi->fh)) finish_handle(fs, *taken);
     }
