@@ -264,17 +264,17 @@ dev_t device_of(const fsys::path& p) {
   return st.st_dev;
 }
 
-enum class Target { kPlain, kPlainFsync, kBindfs, kSealfs };
+enum class Kind { kPlain, kPlainFsync, kBindfs, kSealfs };
 
-const char* target_name(Target t) {
-  switch (t) {
-    case Target::kPlain: return "plain";
-    case Target::kPlainFsync: return "plain+fsync";
-    case Target::kBindfs: return "bindfs";
-    case Target::kSealfs: return "sealfs";
-  }
-  return "?";
-}
+// One column of the table: what is mounted, and for sealfs which binary with
+// which options (variants compare a lever or an older build in the same run).
+struct Target {
+  Kind kind = Kind::kPlain;
+  std::string name;
+  std::string binary;   // sealfs only
+  std::string options;  // sealfs only
+  bool plain() const { return kind == Kind::kPlain || kind == Kind::kPlainFsync; }
+};
 
 struct Config {
   std::string sealfs = SEALFS_BINARY_PATH;
@@ -287,7 +287,8 @@ struct Config {
   int runs = 5;
   bool json = false;
   bool with_bindfs = true;
-  std::vector<std::string> only;  // target names to run (empty: all)
+  std::vector<std::string> only;      // target names to run (empty: all)
+  std::vector<std::string> variants;  // NAME=BINARY[|OPTIONS]: more sealfs columns
   bool saves = true;
   bool loads = true;
 };
@@ -296,17 +297,14 @@ struct Config {
 // reaped by the destructor. Plain targets mount nothing.
 class Mounted {
  public:
-  Mounted(const Config& cfg, Target t, const fsys::path& backing, const fsys::path& mountpoint,
-          const std::string& extra_options = "")
+  Mounted(const Config& cfg, const Target& t, const fsys::path& backing, const fsys::path& mountpoint)
       : mountpoint_(backing) {
-    if (t != Target::kBindfs && t != Target::kSealfs) return;
+    if (t.plain()) return;
     make_dirs(mountpoint);
     mountpoint_ = mountpoint;
     std::vector<std::string> argv;
-    if (t == Target::kSealfs) {
-      std::string opts = cfg.sealfs_options;
-      if (!extra_options.empty()) opts += "," + extra_options;
-      argv = {cfg.sealfs, "-f", "-o", opts, backing.string(), mountpoint.string()};
+    if (t.kind == Kind::kSealfs) {
+      argv = {t.binary, "-f", "-o", t.options, backing.string(), mountpoint.string()};
     } else {
       argv = {cfg.bindfs, "-f", "--no-allow-other", backing.string(), mountpoint.string()};
     }
@@ -317,12 +315,12 @@ class Mounted {
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
-        throw std::runtime_error(std::string(target_name(t)) + " exited before mounting; see " +
+        throw std::runtime_error(t.name + " exited before mounting; see " +
                                  (cfg.work / "daemon.log").string());
       }
       struct stat st {};
       if (::stat(mountpoint.c_str(), &st) == 0 && st.st_dev != before) break;
-      if (seconds_since(start) > 30) throw std::runtime_error(std::string(target_name(t)) + " did not mount");
+      if (seconds_since(start) > 30) throw std::runtime_error(t.name + " did not mount");
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     mount_seconds_ = seconds_since(start);
@@ -376,9 +374,9 @@ struct Results {
   std::map<std::string, std::map<std::string, std::vector<double>>> samples;
   std::vector<std::string> op_order;
   std::map<std::string, double> scalars;
-  void add(const std::string& op, Target t, double s) {
+  void add(const std::string& op, const Target& t, double s) {
     if (std::find(op_order.begin(), op_order.end(), op) == op_order.end()) op_order.push_back(op);
-    samples[op][target_name(t)].push_back(s);
+    samples[op][t.name].push_back(s);
   }
   double med(const std::string& op, const std::string& target) const {
     auto o = samples.find(op);
@@ -400,15 +398,15 @@ std::vector<EntryFiles> make_entries(const EntryShape& shape, std::size_t n) {
   return v;
 }
 
-double time_save(const Config& cfg, Target t, const std::vector<EntryFiles>& entries, int run) {
-  const fsys::path backing = cfg.work / ("save-" + std::string(target_name(t)) + "-" + std::to_string(run));
+double time_save(const Config& cfg, const Target& t, const std::vector<EntryFiles>& entries, int run) {
+  const fsys::path backing = cfg.work / ("save-" + t.name + "-" + std::to_string(run));
   remove_tree(backing);
   make_dirs(backing);
   double elapsed = 0;
   {
     Mounted m(cfg, t, backing, cfg.work / "mnt");
     prepare_cache(m.root(), kNs);
-    const bool careful = t == Target::kPlainFsync;
+    const bool careful = t.kind == Kind::kPlainFsync;
     const auto start = Clock::now();
     for (std::size_t i = 0; i < entries.size(); ++i) save_entry(m.root(), kNs, key_name(i), entries[i], careful);
     elapsed = seconds_since(start);
@@ -447,18 +445,19 @@ void add_adopted_entries(const Config& cfg, const fsys::path& store, const std::
 
 // Builds B with entries (through a sealfs mount, so they are sealed) and a
 // large listing directory big/kernels (sealed offline with `sealfs adopt`).
-void build_load_store(const Config& cfg, const fsys::path& store, const std::vector<EntryFiles>& entries) {
+void build_load_store(const Config& cfg, const Target& sealfs, const fsys::path& store,
+                      const std::vector<EntryFiles>& entries) {
   remove_tree(store);
   make_dirs(store);
   {
-    Mounted m(cfg, Target::kSealfs, store, cfg.work / "mnt");
+    Mounted m(cfg, sealfs, store, cfg.work / "mnt");
     prepare_cache(m.root(), kNs);
     for (std::size_t i = 0; i < entries.size(); ++i) save_entry(m.root(), kNs, key_name(i), entries[i], false);
   }
   add_adopted_entries(cfg, store, "big/kernels", cfg.readdir_entries);
 }
 
-void measure_loads(const Config& cfg, Target t, const fsys::path& store, std::size_t n, Results& r,
+void measure_loads(const Config& cfg, const Target& t, const fsys::path& store, std::size_t n, Results& r,
                    std::uint64_t& checksum) {
   const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   Mounted m(cfg, t, store, cfg.work / "mnt");
@@ -472,27 +471,27 @@ void measure_loads(const Config& cfg, Target t, const fsys::path& store, std::si
   const std::size_t listed = list_dir(m.root() / "big" / "kernels");
   r.add("readdir", t, seconds_since(start));
   if (listed != cfg.readdir_entries) {
-    throw std::runtime_error(std::string(target_name(t)) + ": readdir listed " + std::to_string(listed) + " of " +
+    throw std::runtime_error(t.name + ": readdir listed " + std::to_string(listed) + " of " +
                              std::to_string(cfg.readdir_entries));
   }
 }
 
-void scale_phase(const Config& cfg, Results& r, const std::vector<Target>& targets) {
+void scale_phase(const Config& cfg, Results& r, const std::vector<Target>& targets, const Target& sealfs) {
   const fsys::path store = cfg.work / "scale";
   remove_tree(store);
   auto start = Clock::now();
   add_adopted_entries(cfg, store, kNs + "/kernels", cfg.scale);
   std::cerr << "scale store: " << cfg.scale << " entries built in " << seconds_since(start) << " s\n";
   for (int run = 0; run < cfg.runs; ++run) {
-    for (Target t : targets) {
-      if (t == Target::kPlain || t == Target::kPlainFsync) continue;
+    for (const Target& t : targets) {
+      if (t.plain()) continue;
       Mounted m(cfg, t, store, cfg.work / "mnt");
       r.add("mount (" + std::to_string(cfg.scale) + " entries)", t, m.mount_seconds());
     }
   }
   // RSS after one lookup per entry (each a distinct name: the daemon keeps an
   // inode per name the kernel holds).
-  Mounted m(cfg, Target::kSealfs, store, cfg.work / "mnt");
+  Mounted m(cfg, sealfs, store, cfg.work / "mnt");
   r.scalars["sealfs rss after mount (MiB)"] = static_cast<double>(rss_kib(m.pid())) / 1024;
   struct stat st {};
   std::size_t found = 0;
@@ -507,7 +506,7 @@ void scale_phase(const Config& cfg, Results& r, const std::vector<Target>& targe
 
 void print_table(const Results& r, const std::vector<Target>& targets, std::ostream& out) {
   std::vector<std::string> cols;
-  for (Target t : targets) cols.push_back(target_name(t));
+  for (const Target& t : targets) cols.push_back(t.name);
   out << std::left;
   char line[256];
   std::snprintf(line, sizeof line, "%-26s", "operation (median s)");
@@ -569,11 +568,20 @@ void print_json(const Config& cfg, const Results& r, std::ostream& out) {
 }
 
 int run_bench(Config cfg) {
-  std::vector<Target> targets = {Target::kPlain, Target::kPlainFsync, Target::kSealfs};
-  if (cfg.with_bindfs) targets.insert(targets.begin() + 2, Target::kBindfs);
+  const Target sealfs{Kind::kSealfs, "sealfs", cfg.sealfs, cfg.sealfs_options};
+  std::vector<Target> targets = {{Kind::kPlain, "plain", "", ""}, {Kind::kPlainFsync, "plain+fsync", "", ""}};
+  if (cfg.with_bindfs) targets.push_back({Kind::kBindfs, "bindfs", cfg.bindfs, ""});
+  targets.push_back(sealfs);
+  for (const auto& v : cfg.variants) {
+    const auto eq = v.find('=');
+    if (eq == std::string::npos || eq == 0) throw std::runtime_error("--variant " + v + ": expected NAME=BINARY[|OPTIONS]");
+    const auto bar = v.find('|', eq);
+    targets.push_back({Kind::kSealfs, v.substr(0, eq), v.substr(eq + 1, bar == std::string::npos ? bar : bar - eq - 1),
+                       bar == std::string::npos ? cfg.sealfs_options : v.substr(bar + 1)});
+  }
   if (!cfg.only.empty()) {
-    std::erase_if(targets, [&](Target t) {
-      return std::find(cfg.only.begin(), cfg.only.end(), target_name(t)) == cfg.only.end();
+    std::erase_if(targets, [&](const Target& t) {
+      return std::find(cfg.only.begin(), cfg.only.end(), t.name) == cfg.only.end();
     });
   }
   if (cfg.work.empty()) {
@@ -589,21 +597,21 @@ int run_bench(Config cfg) {
   const fsys::path store = cfg.work / "store";
   std::cerr << "building the load store (" << cfg.entries << " entries, listing of " << cfg.readdir_entries
             << ") in " << cfg.work << "\n";
-  build_load_store(cfg, store, entries);
+  build_load_store(cfg, sealfs, store, entries);
   for (int run = 0; run < cfg.runs; ++run) {
     std::cerr << "run " << run + 1 << "/" << cfg.runs << "\n";
     // Alternate: each run starts with a different target.
     std::vector<Target> order = targets;
     std::rotate(order.begin(), order.begin() + (run % static_cast<int>(order.size())), order.end());
-    for (Target t : order) {
+    for (const Target& t : order) {
       if (cfg.saves) r.add("save", t, time_save(cfg, t, entries, run));
     }
-    for (Target t : order) {
-      if (!cfg.loads || t == Target::kPlainFsync) continue;  // loads are the same as plain's
+    for (const Target& t : order) {
+      if (!cfg.loads || t.kind == Kind::kPlainFsync) continue;  // loads are the same as plain's
       measure_loads(cfg, t, store, cfg.entries, r, checksum);
     }
   }
-  if (cfg.scale > 0) scale_phase(cfg, r, targets);
+  if (cfg.scale > 0) scale_phase(cfg, r, targets, sealfs);
   const double lib_bytes = static_cast<double>(cfg.entries * shape.lib);
   r.scalars["cold load budget: plain + libs at 1.5 GB/s (s)"] = r.med("cold load", "plain") + lib_bytes / 1.5e9;
   if (cfg.json) {
@@ -632,7 +640,10 @@ int main(int argc, char** argv) {
   app.add_option("--sealfs-options", cfg.sealfs_options, "sealfs -o list")->capture_default_str();
   app.add_option("--bindfs", cfg.bindfs, "the bindfs binary")->capture_default_str();
   app.add_flag("!--no-bindfs", cfg.with_bindfs, "leave bindfs out");
-  app.add_option("--targets", cfg.only, "run only these (plain, plain+fsync, bindfs, sealfs)")->delimiter(',');
+  app.add_option("--targets", cfg.only, "run only these columns (plain, plain+fsync, bindfs, sealfs, variants)")
+      ->delimiter(',');
+  app.add_option("--variant", cfg.variants,
+                 "NAME=BINARY[|OPTIONS]: one more sealfs column (another build, other -o options)");
   app.add_flag("!--no-saves", cfg.saves, "skip the save measurements");
   app.add_flag("!--no-loads", cfg.loads, "skip the load and readdir measurements");
   app.add_option("--work", work, "working directory (default: a new one under /var/tmp, removed at the end)");
