@@ -425,6 +425,7 @@ Status Store::Impl::Publisher::publish_file(const DirContext& sctx, int sd, std:
 Status Store::rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd, std::string_view dst_name,
                      unsigned flags) {
   Impl& s = *impl_;
+  Impl::DeferredInvalidations held(s);
   if (!is_valid_name(src_name) || !is_valid_name(dst_name)) return make_error(EINVAL, "invalid name");
   if ((flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) != 0 ||
       (flags & (RENAME_NOREPLACE | RENAME_EXCHANGE)) == (RENAME_NOREPLACE | RENAME_EXCHANGE))
@@ -462,6 +463,7 @@ Status Store::rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd, 
 
 Result<Found> Store::link(int src_path_fd, int dst_dir_fd, std::string_view dst_name) {
   Impl& s = *impl_;
+  Impl::DeferredInvalidations held(s);
   if (!is_valid_name(dst_name)) return make_error(EINVAL, "invalid name");
   if (is_reserved_name(dst_name)) return make_error(EPERM, "reserved name");
   auto st = stat_fd(src_path_fd);

@@ -293,6 +293,7 @@ Result<Found> Store::mkdir(int dir_fd, std::string_view name, mode_t mode) {
 
 Result<Found> Store::symlink(int dir_fd, std::string_view name, std::string_view target) {
   Impl& s = *impl_;
+  Impl::DeferredInvalidations held(s);
   if (Status ok = check_new_name(name); !ok) return ok.error();
   if (target.empty() || target.find('\0') != std::string_view::npos || target.size() >= PATH_MAX)
     return make_error(EINVAL, "invalid symlink target");
@@ -315,6 +316,7 @@ Result<Found> Store::symlink(int dir_fd, std::string_view name, std::string_view
 
 Result<Found> Store::mknod(int dir_fd, std::string_view name, mode_t mode, dev_t rdev) {
   Impl& s = *impl_;
+  Impl::DeferredInvalidations held(s);
   if (Status ok = check_new_name(name); !ok) return ok.error();
   const mode_t type = mode & S_IFMT;
   if (type == S_IFCHR || type == S_IFBLK) return make_error(EPERM, "device nodes are refused (R10)");
@@ -345,6 +347,7 @@ Result<Found> Store::mknod(int dir_fd, std::string_view name, mode_t mode, dev_t
 
 Status Store::unlink(int dir_fd, std::string_view name) {
   Impl& s = *impl_;
+  Impl::DeferredInvalidations held(s);
   auto target = s.visible_target(dir_fd, name);
   if (!target) return target.error();
   const DirContext* ctx = &target->ctx;

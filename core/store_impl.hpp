@@ -146,6 +146,31 @@ struct Store::Impl {
                          std::string reason, std::vector<std::string> companions = {});
   void quarantine_entry_root(const EntryRoot& entry, std::string reason);
   void invalidate(int parent_fd, std::string_view name, const struct stat& st);
+  // While one lives on this thread, invalidate() holds this store's events
+  // and its destructor (the end of the transaction) passes them on. Used by
+  // the transactions with crash steps (publish, link, unlink, seal): the
+  // daemon's invalidator sends an event at once, and the kernel's reverse
+  // invalidation of a name takes its directory's lock, which the kernel holds
+  // for the very request being handled. Were the daemon to die at a later
+  // step of that request, the invalidator thread would stay blocked on the
+  // lock, so the daemon could never finish exiting, the connection would
+  // never abort, and the request (unkillable once sent) would hang for ever.
+  class DeferredInvalidations {
+   public:
+    explicit DeferredInvalidations(Impl& store) : store_(store), outer_(current == nullptr) {
+      if (outer_) current = this;
+    }
+    ~DeferredInvalidations();
+    DeferredInvalidations(const DeferredInvalidations&) = delete;
+    DeferredInvalidations& operator=(const DeferredInvalidations&) = delete;
+
+   private:
+    friend struct Impl;
+    static inline thread_local DeferredInvalidations* current = nullptr;
+    Impl& store_;
+    bool outer_;  // nested transactions (truncate → seal) leave it to the outermost
+    std::vector<Invalidation> held_;
+  };
   Result<Found> found_at(int dir_fd, std::string_view name, ObjectKind kind, const struct stat* expect = nullptr);
 
   // The record of dir_fd/name as it is now: optionally fsync'ed and run

@@ -218,7 +218,17 @@ void Store::Impl::invalidate(int parent_fd, std::string_view name, const struct 
   inv.name = std::string(name);
   inv.dev = st.st_dev;
   inv.ino = st.st_ino;
+  if (auto* held = DeferredInvalidations::current; held != nullptr && &held->store_ == this) {
+    held->held_.push_back(std::move(inv));
+    return;
+  }
   options.on_invalidate(inv);
+}
+
+Store::Impl::DeferredInvalidations::~DeferredInvalidations() {
+  if (!outer_) return;
+  current = nullptr;
+  for (const auto& inv : held_) store_.options.on_invalidate(inv);
 }
 
 void Store::Impl::quarantine_object(int parent_fd, std::string_view name, const struct stat& st, std::string rel,

@@ -143,6 +143,34 @@ TEST_F(PublishTest, FilePublishWritesSidecarAndReplaceIsAtomic) {
   EXPECT_EQ(rename("tmp/g", "c/f", RENAME_NOREPLACE).code(), EEXIST);
 }
 
+// The daemon sends invalidations from a thread of its own, and the kernel's
+// reverse invalidation of a name waits for its directory's lock, which the
+// kernel holds until the request being handled is answered. A transaction's
+// invalidations are therefore posted only when it ends: a daemon that died
+// at a later step of it would otherwise keep that thread blocked, could not
+// finish exiting, and the request would hang (found by the mount crash test
+// FileEntryCrash ReplaceFromTmp_source_cleaned).
+TEST_F(PublishTest, InvalidationsArePostedWhenTheTransactionEnds) {
+  publish_file("c/f", "old contents");
+  std::size_t at_start = 0;
+  std::vector<std::string> posted_early;  // steps reached after an invalidation was posted
+  options().fault_hook = [&](std::string_view step) {
+    if (invalidation_count() != at_start) posted_early.emplace_back(step);
+    return false;
+  };
+  open_store();
+  at_start = invalidation_count();
+  publish_file("c/f", "new");  // replaces a visible file entry: its old inode is invalidated
+  EXPECT_EQ(invalidation_count(), at_start + 1);
+  // Onto a hidden (foreign) file: quarantined first (R5), which invalidates it.
+  write_file(B("c/x"), "foreign");
+  ASSERT_EQ(lookup_errno("c/x"), ENOENT);
+  at_start = invalidation_count();
+  publish_file("c/x", "x");
+  EXPECT_EQ(invalidation_count(), at_start + 1);
+  EXPECT_EQ(posted_early, std::vector<std::string>{});
+}
+
 TEST_F(PublishTest, MovingFileEntriesCarriesTheirSeal) {
   publish_file("c/f", "content");
   UniqueFd root = dir("");
