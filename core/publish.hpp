@@ -32,3 +32,12 @@ inline constexpr std::array<std::string_view, 10> kAll = {kFilesSynced, kValidat
                                                           kAmended,     kSourceCleaned};
 
 }  // namespace sealfs::publish_steps
+
+// R4 seal at the last close of an in-place write (seal.cpp): digested →
+// manifest_written (the sidecar, or the entry's manifest amended).
+namespace sealfs::seal_steps {
+
+inline constexpr std::string_view kDigested = "digested";
+inline constexpr std::string_view kManifestWritten = publish_steps::kManifestWritten;
+
+}  // namespace sealfs::seal_steps

@@ -13,6 +13,7 @@
 
 #include <cerrno>
 
+#include "core/publish.hpp"
 #include "core/store_impl.hpp"
 
 namespace sealfs {
@@ -28,7 +29,7 @@ Status Store::Impl::seal_at(const DirContext& ctx, int dir_fd, std::string_view 
   Manifest extras;
   auto rec = make_record(dir_fd, name, how, &extras);
   if (!rec) return rec.error();
-  if (crash_at("digested")) return make_error(ECANCELED, "fault hook: digested");
+  if (crash_at(seal_steps::kDigested)) return make_error(ECANCELED, "fault hook: digested");
   if (ctx.entry) {
     if (Status s = list_record(*ctx.entry, how.key, *rec, extras); !s) return s;
   } else {
@@ -37,12 +38,13 @@ Status Store::Impl::seal_at(const DirContext& ctx, int dir_fd, std::string_view 
     s = sync_directory(dir_fd);
     if (!s) return s;
   }
-  if (crash_at("manifest_written")) return make_error(ECANCELED, "fault hook: manifest_written");
+  if (crash_at(seal_steps::kManifestWritten)) return make_error(ECANCELED, "fault hook: manifest_written");
   return {};
 }
 
 Status Store::seal(int path_fd) {
   Impl& s = *impl_;
+  Impl::DeferredInvalidations held(s);
   auto st = stat_fd(path_fd);
   if (!st) return st.error();
   if (!S_ISREG(st->st_mode)) return {};  // only regular files are written in place
