@@ -49,7 +49,9 @@ enum class VerifyDepth {
 
 class EntryVerifier {
  public:
-  EntryVerifier(Verifier& verifier, std::chrono::nanoseconds ttl, std::size_t max_cached = 1u << 16);
+  // max_cached bounds each verdict map; a verdict holds its manifest and stamps
+  // (1–2 KiB for a TileLang entry), and saves work only within the TTL.
+  EntryVerifier(Verifier& verifier, std::chrono::nanoseconds ttl, std::size_t max_cached = 1u << 13);
 
   // force_path: a manifest path hashed regardless of the stamp cache
   // (verify=always on open); "*" forces every file (fsck).

@@ -26,7 +26,8 @@ struct Stamp {
 
 class Verifier {
  public:
-  explicit Verifier(Metrics& metrics, std::size_t max_cached = 1u << 20);
+  // max_cached bounds memory: about 200 bytes a file (2^17: ~26 MiB).
+  explicit Verifier(Metrics& metrics, std::size_t max_cached = 1u << 17);
   ~Verifier();
 
   // SHA-256 of the regular file open (O_RDONLY) as fd. Served from the cache
