@@ -1,6 +1,7 @@
 #include "fs/daemon.hpp"
 
 #include <fuse_lowlevel.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -60,6 +61,18 @@ class MountGuard {
 
 std::string errno_text(int code) { return std::strerror(code); }
 
+// Every inode the kernel holds (each cached dentry below M) keeps an O_PATH
+// fd to its backing object, so a large cache needs far more than the usual
+// soft limit of 1024: take the hard limit, as a service manager's
+// LimitNOFILE= would. The hard limit itself is left to the administrator.
+void raise_fd_limit() {
+  struct rlimit lim {};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
+  lim.rlim_cur = lim.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &lim) != 0)
+    syslog(LOG_WARNING, "sealfs: cannot raise the open file limit: %s", std::strerror(errno));
+}
+
 #ifdef SEALFS_FAULT_INJECTION
 // Test builds: SEALFS_FAULT_STEP=<step> ends the daemon right after that step
 // of a store transaction, as a kill -9 or a power cut would (no cleanup, the
@@ -95,6 +108,7 @@ int run_mount(const MountOptions& options, std::ostream& err) {
     return 1;
   }
 
+  raise_fd_limit();
   Filesystem fs;
   fs.cache_timeout = options.cache_timeout;
   fs.chown_to_caller = ::geteuid() == 0;
