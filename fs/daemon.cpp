@@ -111,6 +111,7 @@ int run_mount(const MountOptions& options, std::ostream& err) {
   raise_fd_limit();
   Filesystem fs;
   fs.cache_timeout = options.cache_timeout;
+  fs.max_read = options.max_read;
   fs.chown_to_caller = ::geteuid() == 0;
 
   StoreOptions store_options;
@@ -137,6 +138,21 @@ int run_mount(const MountOptions& options, std::ostream& err) {
     return 1;
   }
   fs.inodes.set_root(std::move(*root));
+
+  if (!options.conn_options.empty()) {
+    std::string list;
+    for (const auto& o : options.conn_options) list += (list.empty() ? "" : ",") + o;
+    FuseArgs conn_args;
+    if (!conn_args.add("sealfs") || !conn_args.add("-o") || !conn_args.add(list)) {
+      err << "sealfs: out of memory\n";
+      return 1;
+    }
+    fs.conn_opts.reset(fuse_parse_conn_info_opts(&conn_args.args));
+    if (!fs.conn_opts) {
+      err << "sealfs: connection options " << list << " not accepted by libfuse\n";
+      return 1;
+    }
+  }
 
   FuseArgs args;
   bool args_ok = args.add("sealfs") && args.add("-o") && args.add(fuse_option_string(options));

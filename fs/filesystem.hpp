@@ -5,6 +5,7 @@
 #include <fuse_lowlevel.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -36,6 +37,11 @@ struct DirHandle {
   std::vector<DirItem> items;  // snapshot taken at opendir / rewinddir
 };
 
+// libfuse allocates fuse_conn_info_opts with malloc.
+struct ConnOptsDeleter {
+  void operator()(fuse_conn_info_opts* o) const { std::free(o); }
+};
+
 struct Filesystem {
   Filesystem() : invalidator(inodes) {}
 
@@ -50,6 +56,9 @@ struct Filesystem {
   HandleTable<DirHandle> dirs;
   double cache_timeout = 1.0;  // seconds, for sealed and verified objects
   bool chown_to_caller = false;  // running as root: created objects belong to the caller
+  // -o max_write=, async_read, …: applied to the connection in init.
+  std::unique_ptr<fuse_conn_info_opts, ConnOptsDeleter> conn_opts;
+  unsigned max_read = 0;  // -o max_read=, which init must repeat
 };
 
 // The operations table; userdata passed to fuse_session_new must be a Filesystem*.

@@ -679,11 +679,17 @@ void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
 
 // ---- session -------------------------------------------------------------------
 
-void op_init(void* /*userdata*/, fuse_conn_info* conn) {
+void op_init(void* userdata, fuse_conn_info* conn) {
   // O_TRUNC arrives with open, so a truncating open is one store call.
   if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
   // Reads of backing files may be spliced instead of copied.
   if (conn->capable & FUSE_CAP_SPLICE_WRITE) conn->want |= FUSE_CAP_SPLICE_WRITE;
+  // The user's connection options (-o max_write=, no_splice_write, …) may
+  // change the defaults above, not the rules below.
+  if (auto* fs = static_cast<Filesystem*>(userdata); fs != nullptr) {
+    if (fs->conn_opts) fuse_apply_conn_info_opts(fs->conn_opts.get(), conn);
+    if (fs->max_read != 0) conn->max_read = fs->max_read;  // libfuse checks it equals -o max_read
+  }
   // No NFS export: inode ids only live as long as the kernel's lookup counts.
   conn->want &= ~FUSE_CAP_EXPORT_SUPPORT;
   // Writes must reach the backing file before FLUSH/RELEASE (R4 seals at

@@ -4,6 +4,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "core/cuda.hpp"
@@ -13,14 +14,20 @@ namespace {
 
 // Options libfuse (fuse_session_new / fuse_session_mount) understands, with
 // or without a value. They are passed through unchanged.
-constexpr std::array<std::string_view, 31> kFuseFlags = {
-    "allow_other", "allow_root", "default_permissions", "auto_unmount", "blkdev", "rw", "ro",
-    "suid", "nosuid", "dev", "nodev", "exec", "noexec", "async", "sync", "atime", "noatime",
-    "diratime", "nodiratime", "relatime", "norelatime", "strictatime", "nostrictatime", "dirsync",
-    "lazytime", "nolazytime", "debug", "no_remote_lock", "no_remote_flock", "no_remote_posix_lock",
-    "async_read"};
-constexpr std::array<std::string_view, 6> kFuseValued = {"fsname", "subtype", "max_read", "max_write",
-                                                         "max_readahead", "max_background"};
+constexpr std::array<std::string_view, 19> kFuseFlags = {
+    "allow_other", "allow_root", "default_permissions", "auto_unmount", "blkdev", "rw", "ro", "suid", "nosuid",
+    "dev", "nodev", "exec", "noexec", "async", "sync", "atime", "noatime", "dirsync", "debug"};
+constexpr std::array<std::string_view, 3> kFuseValued = {"fsname", "subtype", "max_read"};
+// Options of the connection rather than of the mount: libfuse's session
+// refuses them, so they are applied in init (fuse_apply_conn_info_opts).
+constexpr std::array<std::string_view, 11> kConnFlags = {
+    "no_remote_lock", "no_remote_flock", "no_remote_posix_lock", "async_read", "sync_read", "splice_write",
+    "no_splice_write", "splice_move", "no_splice_move", "splice_read", "no_splice_read"};
+constexpr std::array<std::string_view, 3> kConnValued = {"max_write", "max_readahead", "max_background"};
+// Access-time variants that mount(8) may pass from fstab but libfuse 3.14
+// cannot set on a FUSE mount; atime lives on B anyway. Accepted and ignored.
+constexpr std::array<std::string_view, 8> kAtimeIgnored = {"diratime",    "nodiratime",    "relatime", "norelatime",
+                                                           "strictatime", "nostrictatime", "lazytime", "nolazytime"};
 // What mount(8) / mount.fuse3 may hand us from an fstab line that means
 // nothing to a FUSE mount: accepted and ignored.
 constexpr std::array<std::string_view, 8> kIgnored = {"defaults", "auto", "noauto", "user",
@@ -74,6 +81,16 @@ Status apply_one(std::string_view opt, MountOptions& o) {
     // fstab noise, see kIgnored.
   } else if (key.starts_with("x-") || key.starts_with("comment=")) {
     // util-linux userspace-only options (x-systemd.*, comment=…), never meant for us.
+  } else if (!has_value && contains(kAtimeIgnored, key)) {
+    // see kAtimeIgnored
+  } else if (!has_value && contains(kConnFlags, key)) {
+    o.conn_options.emplace_back(key);
+  } else if (has_value && contains(kConnValued, key)) {
+    std::uint32_t n = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (value.empty() || ec != std::errc{} || ptr != value.data() + value.size())
+      return make_error(EINVAL, "option " + std::string(key) + " needs a number, not '" + std::string(value) + "'");
+    o.conn_options.emplace_back(opt);
   } else if (!has_value && contains(kFuseFlags, key)) {
     if (key == "allow_other") o.allow_other = true;
     if (key == "debug") o.debug = true;
@@ -81,6 +98,11 @@ Status apply_one(std::string_view opt, MountOptions& o) {
   } else if (has_value && contains(kFuseValued, key)) {
     if (auto s = need_value(); !s) return s;
     o.fuse_options.emplace_back(opt);
+    if (key == "max_read") {
+      auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), o.max_read);
+      if (ec != std::errc{} || ptr != value.data() + value.size())
+        return make_error(EINVAL, "option max_read needs a number, not '" + std::string(value) + "'");
+    }
   } else {
     return make_error(EINVAL, "unknown option '" + std::string(opt) + "'");
   }

@@ -28,6 +28,9 @@ struct MountOptions {
   // Options handed to libfuse as one "-o" list (always with
   // default_permissions, see DESIGN.md "allow_other").
   std::vector<std::string> fuse_options;
+  // Connection options (max_write=, async_read, …): applied in init.
+  std::vector<std::string> conn_options;
+  unsigned max_read = 0;  // also a mount option; init must repeat it
 };
 
 // Apply one comma-separated -o list (may be given several times). Unknown
