@@ -85,6 +85,10 @@ Status apply_one(std::string_view opt, MountOptions& o) {
     // see kAtimeIgnored
   } else if (!has_value && contains(kConnFlags, key)) {
     o.conn_options.emplace_back(key);
+  } else if (key == "readdirplus") {
+    if (value != "yes" && value != "no" && value != "auto")
+      return make_error(EINVAL, "readdirplus must be yes, no or auto, not '" + std::string(value) + "'");
+    o.conn_options.emplace_back(opt);
   } else if (has_value && contains(kConnValued, key)) {
     std::uint32_t n = 0;
     auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);

@@ -48,7 +48,8 @@ TEST(MountOptionsTest, ConnectionOptionsAreKeptApartFromMountOptions) {
   EXPECT_EQ(o.conn_options, (std::vector<std::string>{"max_write=131072", "async_read", "no_remote_lock"}));
   EXPECT_EQ(o.max_read, 65536u);
   EXPECT_EQ(o.fuse_options, (std::vector<std::string>{"max_read=65536"}));
-  for (const char* bad : {"max_write=", "max_write=big", "max_background=-1", "max_readahead=1k", "max_read=x"}) {
+  for (const char* bad : {"max_write=", "max_write=big", "max_background=-1", "max_readahead=1k", "max_read=x",
+                          "readdirplus=maybe"}) {
     MountOptions b;
     EXPECT_EQ(apply_option_list(bad, b).code(), EINVAL) << bad;
   }
