@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "core/unique_fd.hpp"
+#include "tests/support/process.hpp"
 
 namespace {
 
@@ -233,30 +234,9 @@ std::size_t list_dir(const fsys::path& dir) {
 
 // ---- mounts -----------------------------------------------------------------------
 
-pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {
-  pid_t pid = ::fork();
-  if (pid < 0) die("fork");
-  if (pid == 0) {
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execvp(args[0], args.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
+// A command run to its end, its output dropped; its exit status.
 int run_quiet(const std::vector<std::string>& argv) {
-  pid_t pid = spawn(argv, "/dev/null");
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return sealfs::test::run_process(argv, {}, std::chrono::minutes(10)).status;
 }
 
 dev_t device_of(const fsys::path& p) {
@@ -311,7 +291,8 @@ class Mounted {
     }
     const dev_t before = device_of(mountpoint);
     const auto start = Clock::now();
-    pid_ = spawn(argv, (cfg.work / "daemon.log").string());
+    pid_ = sealfs::test::spawn_process(argv, (cfg.work / "daemon.log").string());
+    if (pid_ < 0) die("start " + argv[0]);
     for (;;) {
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
