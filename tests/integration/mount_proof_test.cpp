@@ -379,7 +379,14 @@ TEST(Concurrency, PublishersAndReadersNeverSeeATornEntry) {
               seconds, namespaces, kKeys, static_cast<unsigned long long>(rss_quarter),
               static_cast<unsigned long long>(rss_end), elapsed);
   ASSERT_GT(rss_quarter, 0u);
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan keeps freed memory in its quarantine (256 MiB by default), so the
+  // daemon's RSS grows with allocation churn whatever it holds; in this build
+  // LeakSanitizer checks for leaks at the daemon's exit instead.
+  std::printf("[ proof ] ASan build: RSS growth not checked (LeakSanitizer runs at the daemon's exit)\n");
+#else
   EXPECT_LT(rss_end, rss_quarter + 16 * 1024) << "daemon memory grew";
+#endif
 }
 
 // ---------------------------------------------------------------- two daemons
