@@ -89,15 +89,7 @@ TEST_F(SeedScenario, S2TruncatedLibraryIsAMissAndQuarantined) {
 TEST_F(SeedScenario, S3ZeroedLibraryOfTheSameSizeIsAMissAndQuarantined) {
   save_and_hit();
   const std::string lib = b(std::string(kEntry) + "/kernel_lib.so");
-  struct stat st {};
-  ASSERT_EQ(::stat(lib.c_str(), &st), 0);
-  {
-    // Overwrite in place (same inode, same size), as bit rot or a bad copy would.
-    UniqueFd fd(::open(lib.c_str(), O_WRONLY | O_CLOEXEC));
-    ASSERT_TRUE(fd.valid());
-    const std::string zeros(static_cast<size_t>(st.st_size), '\0');
-    ASSERT_EQ(::pwrite(fd.get(), zeros.data(), zeros.size(), 0), static_cast<ssize_t>(zeros.size()));
-  }
+  ASSERT_TRUE(zero_in_place(lib));
   EXPECT_EQ(tilelang("load", mount_->backing(), "k").status, kCorrupt);
   expect_miss_quarantine_and_repair();
 }
@@ -165,14 +157,7 @@ TEST(SeedScenarioLongCache, DamageIsNotServedFromKernelCaches) {
   ASSERT_EQ(tilelang("save", mount.mountpoint(), "k").status, 0);
   ASSERT_EQ(tilelang("load", mount.mountpoint(), "k").status, kHit);  // now in the kernel's caches
   const std::string lib = mount.b(std::string(kEntry) + "/kernel_lib.so");
-  struct stat st {};
-  ASSERT_EQ(::stat(lib.c_str(), &st), 0);
-  {
-    UniqueFd fd(::open(lib.c_str(), O_WRONLY | O_CLOEXEC));
-    ASSERT_TRUE(fd.valid());
-    const std::string zeros(static_cast<size_t>(st.st_size), '\0');
-    ASSERT_EQ(::pwrite(fd.get(), zeros.data(), zeros.size(), 0), static_cast<ssize_t>(zeros.size()));
-  }
+  ASSERT_TRUE(zero_in_place(lib));
   ProcessResult loaded = tilelang("load", mount.mountpoint(), "k");
   EXPECT_EQ(loaded.status, kMiss) << loaded.out << loaded.err;
   // The kernel was told: the entry is gone from lookups too, at once.

@@ -88,4 +88,15 @@ inline std::vector<std::string> quarantined_files(const Mount& mount) {
 // errno of a syscall-style return value: 0 on success.
 inline int err_of(int rc) { return rc == 0 ? 0 : errno; }
 
+// Overwrites a file with zeros in place (same inode, same size), as bit rot or
+// a bad copy would; false if it could not.
+inline bool zero_in_place(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return false;
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd) return false;
+  const std::string zeros(static_cast<size_t>(st.st_size), '\0');
+  return ::pwrite(fd.get(), zeros.data(), zeros.size(), 0) == static_cast<ssize_t>(zeros.size());
+}
+
 }  // namespace sealfs::test
