@@ -84,12 +84,11 @@ Status check_listed_file(Verifier& verifier, int base_fd, const std::string& pat
 EntryVerifier::EntryVerifier(Verifier& verifier, std::chrono::nanoseconds ttl, std::size_t max_cached)
     : verifier_(verifier), ttl_(ttl), max_cached_(max_cached == 0 ? 1 : max_cached) {}
 
-std::shared_ptr<const EntryVerdict> EntryVerifier::find(const Verdicts& in, const EntryLocation& where) {
-  auto stamp = manifest_stamp_at(where.base_fd, where.manifest_name);
-  if (!stamp) return nullptr;
+std::shared_ptr<const EntryVerdict> EntryVerifier::find(const Verdicts& in, const EntryLocation& where,
+                                                        const Stamp& manifest_stamp) {
   std::lock_guard lock(mu_);
   auto it = in.find({where.dev, where.ino});
-  if (it == in.end() || !(it->second->manifest_stamp == *stamp)) return nullptr;
+  if (it == in.end() || !(it->second->manifest_stamp == manifest_stamp)) return nullptr;
   return it->second;
 }
 
@@ -100,22 +99,26 @@ void EntryVerifier::keep(Verdicts& in, const EntryLocation& where, std::shared_p
 }
 
 std::shared_ptr<const EntryVerdict> EntryVerifier::cached(const EntryLocation& where) {
-  return find(verdicts_, where);
+  auto stamp = manifest_stamp_at(where.base_fd, where.manifest_name);
+  return stamp ? find(verdicts_, where, *stamp) : nullptr;
 }
 
 std::shared_ptr<const EntryVerdict> EntryVerifier::check(const EntryLocation& where, VerifyDepth depth,
                                                          std::string_view force_path) {
   const auto now = std::chrono::steady_clock::now();
   if (depth != VerifyDepth::fresh && force_path.empty()) {
-    if (auto c = cached(where)) {
-      if (depth == VerifyDepth::stat_only) return c;
-      if (now - c->checked < ttl_) return c;
-    }
-    // A listing trusts a stat-level verdict for the TTL as a lookup trusts a
-    // hashed one: listing a large directory again costs a stat per name, not
-    // a manifest parse and a stat per listed file.
-    if (depth == VerifyDepth::stat_only) {
-      if (auto c = find(stat_verdicts_, where); c && now - c->checked < ttl_) return c;
+    // One stat of the manifest serves both maps.
+    if (auto stamp = manifest_stamp_at(where.base_fd, where.manifest_name)) {
+      if (auto c = find(verdicts_, where, *stamp)) {
+        if (depth == VerifyDepth::stat_only) return c;
+        if (now - c->checked < ttl_) return c;
+      }
+      // A listing trusts a stat-level verdict for the TTL as a lookup trusts
+      // a hashed one: listing a large directory again costs a stat per name,
+      // not a manifest parse and a stat per listed file.
+      if (depth == VerifyDepth::stat_only) {
+        if (auto c = find(stat_verdicts_, where, *stamp); c && now - c->checked < ttl_) return c;
+      }
     }
   }
   if (depth == VerifyDepth::cached_only) {

@@ -72,7 +72,8 @@ class EntryVerifier {
   std::size_t max_cached_;
   using Key = std::pair<dev_t, ino_t>;
   using Verdicts = std::map<Key, std::shared_ptr<const EntryVerdict>>;
-  std::shared_ptr<const EntryVerdict> find(const Verdicts& in, const EntryLocation& where);
+  std::shared_ptr<const EntryVerdict> find(const Verdicts& in, const EntryLocation& where,
+                                           const Stamp& manifest_stamp);
   void keep(Verdicts& in, const EntryLocation& where, std::shared_ptr<const EntryVerdict> verdict);
 
   // mu_ protects the maps only; verification itself (stat, hash) runs

@@ -199,12 +199,12 @@ Result<UniqueFd> Store::open(int path_fd, int flags) {
         const Stamp now = Stamp::of(*st);
         if (seen.dev == now.dev && seen.ino == now.ino && seen.size == now.size &&
             seen.mtime.tv_sec == now.mtime.tv_sec && seen.mtime.tv_nsec == now.mtime.tv_nsec)
-          return reopen_fd(path_fd, flags);
+          return reopen_fd(path_fd, flags, &*st);
       }
       return make_error(ESTALE, why);
     };
     DirContext parent_ctx;
-    auto placed = s.place(path_fd, &parent_ctx);
+    auto placed = s.place(path_fd, &parent_ctx, &*st);
     if (!placed) return open_replaced(placed.error().message);
     const DirContext* ctx = &parent_ctx;
     if (!s.profile.is_volatile(placed->rel)) {
@@ -244,7 +244,7 @@ Result<UniqueFd> Store::open(int path_fd, int flags) {
       }
     }
   }
-  return reopen_fd(path_fd, flags);
+  return reopen_fd(path_fd, flags, &*st);
 }
 
 Result<Store::Created> Store::create(int dir_fd, std::string_view name, mode_t mode, int flags) {

@@ -112,7 +112,8 @@ struct Store::Impl {
     struct stat st {};
   };
   // With parent_ctx, also that parent's context (as context_of), from one walk.
-  Result<Placed> place(int path_fd, DirContext* parent_ctx = nullptr) const;
+  // known: a stat of path_fd the caller already has.
+  Result<Placed> place(int path_fd, DirContext* parent_ctx = nullptr, const struct stat* known = nullptr) const;
   EntryLocation dir_entry_location(int dir_fd, const struct stat& st) const;
   EntryLocation file_entry_location(int parent_fd, std::string_view name, const struct stat& st) const;
 

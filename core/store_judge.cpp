@@ -75,8 +75,8 @@ Result<DirContext> Store::Impl::context_of(int dir_fd) const {
   return ctx;
 }
 
-Result<Store::Impl::Placed> Store::Impl::place(int path_fd, DirContext* parent_ctx) const {
-  auto st = stat_fd(path_fd);
+Result<Store::Impl::Placed> Store::Impl::place(int path_fd, DirContext* parent_ctx, const struct stat* known) const {
+  Result<struct stat> st = known != nullptr ? Result<struct stat>(*known) : stat_fd(path_fd);
   if (!st) return st.error();
   auto rel = rel_of(path_fd);
   if (!rel) return rel.error();

@@ -116,8 +116,10 @@ Result<UniqueFd> open_beneath(int dir_fd, std::string_view rel, int flags) {
   return walk_beneath(dir_fd, parts, flags);
 }
 
-Result<UniqueFd> reopen_fd(int path_fd, int flags) {
-  auto st = stat_fd(path_fd);
+Result<UniqueFd> reopen_fd(int path_fd, int flags, const struct stat* known) {
+  // An fd always names the same object: a stat the caller already has of
+  // path_fd serves as well as a new one.
+  Result<struct stat> st = known != nullptr ? Result<struct stat>(*known) : stat_fd(path_fd);
   if (!st) return st.error();
   if (S_ISLNK(st->st_mode)) return make_error(ELOOP, "cannot open a symlink for I/O");
   // O_NOFOLLOW would refuse the magic link itself; the fstat above is the

@@ -48,7 +48,7 @@ Result<UniqueFd> open_beneath(int dir_fd, std::string_view rel, int flags);
 // Opens the object behind an O_PATH fd with new flags, through its
 // /proc/self/fd magic link (as libfuse's passthrough_ll does): no name is
 // resolved, so nothing can be swapped in. Refuses symlinks (ELOOP).
-Result<UniqueFd> reopen_fd(int path_fd, int flags);
+Result<UniqueFd> reopen_fd(int path_fd, int flags, const struct stat* known = nullptr);
 // A readable fd of the directory dir_fd (which may be O_PATH): for fsync and
 // getdents, which O_PATH fds do not allow.
 Result<UniqueFd> open_dir_readable(int dir_fd);
