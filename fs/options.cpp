@@ -47,6 +47,15 @@ Result<double> parse_seconds(std::string_view value) {
   return seconds;
 }
 
+// A count for a FUSE option (bytes, requests): digits only, fits in 32 bits.
+Result<unsigned> parse_count(std::string_view key, std::string_view value) {
+  std::uint32_t n = 0;
+  auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (value.empty() || ec != std::errc{} || ptr != value.data() + value.size())
+    return make_error(EINVAL, "option " + std::string(key) + " needs a number, not '" + std::string(value) + "'");
+  return n;
+}
+
 Status apply_one(std::string_view opt, MountOptions& o) {
   const auto eq = opt.find('=');
   const std::string_view key = opt.substr(0, eq);
@@ -90,10 +99,7 @@ Status apply_one(std::string_view opt, MountOptions& o) {
       return make_error(EINVAL, "readdirplus must be yes, no or auto, not '" + std::string(value) + "'");
     o.conn_options.emplace_back(opt);
   } else if (has_value && contains(kConnValued, key)) {
-    std::uint32_t n = 0;
-    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-    if (value.empty() || ec != std::errc{} || ptr != value.data() + value.size())
-      return make_error(EINVAL, "option " + std::string(key) + " needs a number, not '" + std::string(value) + "'");
+    if (auto n = parse_count(key, value); !n) return n.error();
     o.conn_options.emplace_back(opt);
   } else if (!has_value && contains(kFuseFlags, key)) {
     if (key == "allow_other") o.allow_other = true;
@@ -101,12 +107,12 @@ Status apply_one(std::string_view opt, MountOptions& o) {
     else o.fuse_options.emplace_back(key);
   } else if (has_value && contains(kFuseValued, key)) {
     if (auto s = need_value(); !s) return s;
-    o.fuse_options.emplace_back(opt);
     if (key == "max_read") {
-      auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), o.max_read);
-      if (ec != std::errc{} || ptr != value.data() + value.size())
-        return make_error(EINVAL, "option max_read needs a number, not '" + std::string(value) + "'");
+      auto n = parse_count(key, value);
+      if (!n) return n.error();
+      o.max_read = *n;
     }
+    o.fuse_options.emplace_back(opt);
   } else {
     return make_error(EINVAL, "unknown option '" + std::string(opt) + "'");
   }
