@@ -154,6 +154,7 @@ Result<std::vector<std::string>> Store::adopt(const std::vector<std::string>& re
       auto records = s.records_for_tree(dir->get(), "", rel);
       if (!records) return make_error(records.code(), "adopt " + rel + ": " + records.error().message);
       Status w = write_manifest_atomic(dir->get(), kDirManifest, *records, s.durable());
+      s.dir_contexts.moved();  // the directory (and all below it) is an entry now
       if (!w) return w.error();
       if (Status d = s.sync_directory(dir->get()); !d) return d.error();
       sealed.push_back(rel);

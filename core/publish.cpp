@@ -440,6 +440,7 @@ Status Store::rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd, 
                      unsigned flags) {
   Impl& s = *impl_;
   Impl::DeferredInvalidations held(s);
+  DirMoveGuard dir_moves(s.dir_contexts);
   if (!is_valid_name(src_name) || !is_valid_name(dst_name)) return make_error(EINVAL, "invalid name");
   if ((flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) != 0 ||
       (flags & (RENAME_NOREPLACE | RENAME_EXCHANGE)) == (RENAME_NOREPLACE | RENAME_EXCHANGE))
@@ -452,6 +453,7 @@ Status Store::rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd, 
   if (!dctx) return dctx.error();
   auto sj = s.judge_visible(*sctx, src_dir_fd, src_name);
   if (!sj) return sj.error();
+  if (S_ISDIR(sj->st.st_mode) || (flags & RENAME_EXCHANGE) != 0) dir_moves.arm();
   const bool src_vol = s.profile.is_volatile(sctx->child_rel(src_name));
   const bool dst_vol = s.profile.is_volatile(dctx->child_rel(dst_name));
   if ((flags & RENAME_EXCHANGE) != 0) {

@@ -65,7 +65,8 @@ Store::Impl::Impl(UniqueFd root, std::string root_path_, struct stat root_st_, P
       options(std::move(options_)),
       verifier(metrics),
       entries(verifier, options.verdict_ttl),
-      quarantine(root_fd.get(), options.quarantine_max_objects, options.quarantine_max_bytes, metrics) {}
+      quarantine(root_fd.get(), options.quarantine_max_objects, options.quarantine_max_bytes, metrics),
+      dir_contexts(options.verdict_ttl) {}
 
 Store::Store(OpenTag, std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Store::~Store() = default;
@@ -375,6 +376,8 @@ Status Store::unlink(int dir_fd, std::string_view name) {
 
 Status Store::rmdir(int dir_fd, std::string_view name) {
   Impl& s = *impl_;
+  // Even a failed rmdir may have removed the directory's manifest (R5).
+  DirMoveGuard dir_moves(s.dir_contexts, true);
   auto target = s.visible_target(dir_fd, name);
   if (!target) return target.error();
   const DirContext* ctx = &target->ctx;

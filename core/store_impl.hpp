@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/dir_context.hpp"
 #include "core/entry.hpp"
 #include "core/manifest_file.hpp"
 #include "core/quarantine.hpp"
@@ -32,25 +33,6 @@
 #include "core/verifier.hpp"
 
 namespace sealfs {
-
-// The nearest ancestor-or-self directory holding a regular .sealfs-manifest.
-struct EntryRoot {
-  UniqueFd fd;           // O_PATH
-  struct stat st {};
-  std::string rel;       // below the backing root
-};
-
-// Where a directory sits, as the rules see it.
-struct DirContext {
-  std::string rel;                 // below the backing root ("" = root)
-  struct stat st {};
-  bool is_volatile = false;
-  std::optional<EntryRoot> entry;  // set when the directory is (inside) an entry
-  std::string sub;                 // the directory's path inside that entry ("" = the entry itself)
-
-  std::string child_rel(std::string_view name) const { return join_rel(rel, name); }
-  std::string entry_key(std::string_view name) const { return join_rel(sub, name); }
-};
 
 enum class Verdict {
   absent,         // no such name
@@ -84,6 +66,9 @@ struct Store::Impl {
   Verifier verifier;
   EntryVerifier entries;
   Quarantine quarantine;
+  // Contexts of recently used directories; moved() by every change through
+  // the mount that moves, removes or quarantines a directory.
+  mutable DirContextCache dir_contexts;
 
   // ---- small policy helpers ---------------------------------------------
   bool durable() const { return options.durability == Durability::fsync; }

@@ -55,13 +55,20 @@ Result<UniqueFd> Store::Impl::walk_context(DirContext& ctx) const {
 }
 
 Result<DirContext> Store::Impl::context_of(int dir_fd) const {
-  DirContext ctx;
   auto st = stat_fd(dir_fd);
   if (!st) return st.error();
   if (!S_ISDIR(st->st_mode)) return make_error(ENOTDIR, "not a directory");
-  ctx.st = *st;
   auto rel = rel_of(dir_fd);
   if (!rel) return rel.error();
+  // dir_fd is at rel now (its path was just read), so a context stored for
+  // the same object at rel is its context.
+  if (auto cached = dir_contexts.find(*rel); cached && same_object(cached->st, *st)) {
+    cached->st = *st;
+    return std::move(*cached);
+  }
+  const std::uint64_t generation = dir_contexts.generation();
+  DirContext ctx;
+  ctx.st = *st;
   ctx.rel = std::move(*rel);
   auto cur = walk_context(ctx);
   if (!cur) return cur.error();
@@ -72,6 +79,7 @@ Result<DirContext> Store::Impl::context_of(int dir_fd) const {
   } else if (!same_object(ctx.st, root_st)) {
     return make_error(ESTALE, "not the backing root");
   }
+  dir_contexts.put(generation, dir_fd, ctx);
   return ctx;
 }
 
@@ -84,8 +92,32 @@ Result<Store::Impl::Placed> Store::Impl::place(int path_fd, DirContext* parent_c
   auto [parent_rel, name] = split_parent(*rel);
   Result<UniqueFd> parent = make_error(ENOENT, "");
   if (parent_ctx != nullptr) {
+    // The object was at parent_rel/name when its path was read; a stored
+    // directory that holds it under that name is that parent (for an object
+    // with one link; others take the walk).
+    UniqueFd cached_fd;
+    if (st->st_nlink == 1 || S_ISDIR(st->st_mode)) {
+      if (auto cached = dir_contexts.find(parent_rel, &cached_fd)) {
+        auto now = stat_at(cached_fd.get(), name);
+        auto pst = stat_fd(cached_fd.get());
+        if (now && same_object(*now, *st) && pst) {
+          *parent_ctx = std::move(*cached);
+          parent_ctx->st = *pst;
+          Placed p;
+          p.parent = std::move(cached_fd);
+          p.name = std::move(name);
+          p.rel = std::move(*rel);
+          p.st = *st;
+          return p;
+        }
+      }
+    }
+  }
+  const std::uint64_t generation = dir_contexts.generation();
+  if (parent_ctx != nullptr) {
     // One walk finds the parent and its context (what context_of would find
     // again): the hot path of every open of a sealed file.
+    *parent_ctx = DirContext{};
     parent_ctx->rel = parent_rel;
     parent = walk_context(*parent_ctx);
     if (parent && !*parent) parent = open_beneath(root_fd.get(), "", O_PATH | O_DIRECTORY);
@@ -101,6 +133,7 @@ Result<Store::Impl::Placed> Store::Impl::place(int path_fd, DirContext* parent_c
     auto pst = stat_fd(parent->get());
     if (!pst) return pst.error();
     parent_ctx->st = *pst;
+    dir_contexts.put(generation, parent->get(), *parent_ctx);
   }
   Placed p;
   p.parent = std::move(*parent);
@@ -247,6 +280,7 @@ void Store::Impl::quarantine_object(int parent_fd, std::string_view name, const 
     return;
   }
   if (!*moved) return;  // replaced meanwhile: not the object we judged
+  if (S_ISDIR(st.st_mode)) dir_contexts.moved();
   entries.forget(st.st_dev, st.st_ino);
   invalidate(parent_fd, name, st);
 }

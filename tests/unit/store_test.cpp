@@ -553,6 +553,62 @@ TEST_F(StoreTest, AdoptSealsForeignFilesAndGivenDirectories) {
 
 
 
+// With a long TTL the store keeps the contexts of the directories it walked
+// (DirContextCache). Changes through the store show at once all the same.
+TEST_F(StoreTest, CachedDirectoryContextsFollowChangesThroughTheStore) {
+  options().verdict_ttl = std::chrono::hours(1);
+  open_store();
+  publish_entry("k", {{"sub/p.pkl", "p"}, {"kernel_lib.so", "lib"}});
+  ASSERT_EQ(lookup("c/k/sub/p.pkl")->kind, ObjectKind::entry_file);  // context of c/k/sub stored
+  // Moved into a volatile area: plain files there, not entry files.
+  ASSERT_TRUE(rename("c/k", "tmp/k").ok());
+  EXPECT_EQ(lookup("tmp/k/sub/p.pkl")->kind, ObjectKind::volatile_obj);
+  // And published again: an entry once more.
+  ASSERT_TRUE(rename("tmp/k", "c/k").ok());
+  EXPECT_EQ(lookup("c/k/sub/p.pkl")->kind, ObjectKind::entry_file);
+  // A container whose context is stored becomes an entry by adopt.
+  make_dirs(B("c/d/sub"));
+  write_file(B("c/d/sub/x"), "x");
+  UniqueFd root = dir("");
+  ASSERT_EQ(lookup("c/d/sub")->kind, ObjectKind::container);
+  EXPECT_EQ(lookup_errno("c/d/sub/x"), ENOENT);  // foreign
+  ASSERT_TRUE(store().adopt({"c/d"}).ok());
+  EXPECT_EQ(lookup("c/d/sub/x")->kind, ObjectKind::entry_file);
+  // An entry whose manifest is removed behind the store is no entry, at once.
+  ASSERT_EQ(::unlink(B("c/d/.sealfs-manifest").c_str()), 0);
+  EXPECT_EQ(lookup_errno("c/d/sub/x"), ENOENT);
+  // rmdir, then a new directory of the same name: a container again.
+  ASSERT_EQ(::unlink(B("c/d/sub/x").c_str()), 0);
+  UniqueFd d = dir("c/d");
+  ASSERT_TRUE(store().rmdir(d.get(), "sub").ok());
+  UniqueFd c = dir("c");
+  ASSERT_TRUE(store().rmdir(c.get(), "d").ok());
+  make_dirs(B("c/d/sub"));
+  write_file(B("c/d/sub/x"), "x");
+  EXPECT_EQ(lookup("c/d/sub")->kind, ObjectKind::container);
+  EXPECT_EQ(lookup_errno("c/d/sub/x"), ENOENT);
+}
+
+// Store::open finds the file's directory through the cache; the file is
+// still checked against its entry's manifest at every open.
+TEST_F(StoreTest, OpenThroughCachedContextStillChecksTheFile) {
+  options().verdict_ttl = std::chrono::hours(1);
+  open_store();
+  publish_entry("k", {{"kernel_lib.so", "0123456789abcdef"}, {"params.pkl", "p"}});
+  EXPECT_EQ(read_visible("c/k/kernel_lib.so"), "0123456789abcdef");
+  auto f = lookup("c/k/kernel_lib.so");
+  ASSERT_TRUE(f.ok());
+  EXPECT_TRUE(store().open(f->fd.get(), O_RDONLY).ok());  // through the stored context of c/k
+  // The entry moved behind the store: found where it is now.
+  ASSERT_EQ(::rename(B("c/k").c_str(), B("c/k2").c_str()), 0);
+  EXPECT_TRUE(store().open(f->fd.get(), O_RDONLY).ok());
+  // Damaged: hidden and quarantined at once, stored context or not.
+  ASSERT_EQ(::truncate(B("c/k2/kernel_lib.so").c_str(), 3), 0);
+  EXPECT_EQ(store().open(f->fd.get(), O_RDONLY).code(), ENOENT);
+  EXPECT_FALSE(exists_nofollow(B("c/k2")));
+  EXPECT_EQ(quarantine_slots(), 1u);
+}
+
 TEST_F(StoreTest, SymlinkLoopsAndControlCharactersAreHandled) {
   ASSERT_EQ(::symlink("loop", B("loop").c_str()), 0);
   EXPECT_EQ(lookup_errno("loop"), ENOENT);

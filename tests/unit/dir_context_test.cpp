@@ -1,0 +1,125 @@
+// DirContextCache: what it returns, for how long, and what empties it.
+#include "core/dir_context.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "core/store.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace sealfs::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class DirContextCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    make_dirs(tmp_ / "e/sub");
+    write_file(tmp_ / ("e/" + std::string(kDirManifest)), "{}");
+  }
+  UniqueFd open_dir(const std::string& rel) {
+    UniqueFd fd(::open((tmp_ / rel).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    EXPECT_TRUE(fd);
+    return fd;
+  }
+  // The context a walk would find for e/sub: inside the entry e.
+  DirContext sub_context() {
+    DirContext ctx;
+    ctx.rel = "e/sub";
+    EXPECT_EQ(::stat((tmp_ / "e/sub").c_str(), &ctx.st), 0);
+    EntryRoot e;
+    e.fd = open_dir("e");
+    EXPECT_EQ(::fstat(e.fd.get(), &e.st), 0);
+    e.rel = "e";
+    ctx.entry = std::move(e);
+    ctx.sub = "sub";
+    return ctx;
+  }
+  TempDir tmp_;
+};
+
+TEST_F(DirContextCacheTest, ReturnsWhatWasStoredWithFdsOfItsOwn) {
+  DirContextCache cache(1h);
+  UniqueFd sub = open_dir("e/sub");
+  DirContext ctx = sub_context();
+  cache.put(cache.generation(), sub.get(), ctx);
+  ctx.entry.reset();  // the cache keeps fds of its own
+  sub.reset();
+  UniqueFd dir;
+  auto found = cache.find("e/sub", &dir);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->rel, "e/sub");
+  EXPECT_EQ(found->sub, "sub");
+  ASSERT_TRUE(found->entry.has_value());
+  EXPECT_EQ(found->entry->rel, "e");
+  struct stat st {};
+  ASSERT_EQ(::fstat(dir.get(), &st), 0);  // a usable fd of e/sub
+  EXPECT_TRUE(same_object(st, found->st));
+  ASSERT_EQ(::fstatat(found->entry->fd.get(), std::string(kDirManifest).c_str(), &st, 0), 0);
+  EXPECT_FALSE(cache.find("e").has_value());
+}
+
+TEST_F(DirContextCacheTest, ForgetsAfterTheTtl) {
+  DirContextCache cache(20ms);
+  UniqueFd sub = open_dir("e/sub");
+  cache.put(cache.generation(), sub.get(), sub_context());
+  ASSERT_TRUE(cache.find("e/sub").has_value());
+  std::this_thread::sleep_for(40ms);
+  EXPECT_FALSE(cache.find("e/sub").has_value());
+}
+
+TEST_F(DirContextCacheTest, ZeroTtlStoresNothing) {
+  DirContextCache cache(0ns);
+  UniqueFd sub = open_dir("e/sub");
+  cache.put(cache.generation(), sub.get(), sub_context());
+  EXPECT_FALSE(cache.find("e/sub").has_value());
+}
+
+TEST_F(DirContextCacheTest, MovedForgetsAllAndRefusesWalksThatBeganBefore) {
+  DirContextCache cache(1h);
+  UniqueFd sub = open_dir("e/sub");
+  const auto before = cache.generation();
+  cache.put(before, sub.get(), sub_context());
+  cache.moved();
+  EXPECT_FALSE(cache.find("e/sub").has_value());
+  cache.put(before, sub.get(), sub_context());  // a walk that raced the move
+  EXPECT_FALSE(cache.find("e/sub").has_value());
+  cache.put(cache.generation(), sub.get(), sub_context());
+  EXPECT_TRUE(cache.find("e/sub").has_value());
+}
+
+TEST_F(DirContextCacheTest, EntryWhoseManifestWentIsNotReturned) {
+  DirContextCache cache(1h);
+  UniqueFd sub = open_dir("e/sub");
+  cache.put(cache.generation(), sub.get(), sub_context());
+  ASSERT_EQ(::unlink((tmp_ / ("e/" + std::string(kDirManifest))).c_str()), 0);
+  EXPECT_FALSE(cache.find("e/sub").has_value());
+}
+
+TEST_F(DirContextCacheTest, BoundedInSize) {
+  DirContextCache cache(1h, 2);
+  make_dirs(tmp_ / "c1");
+  make_dirs(tmp_ / "c2");
+  make_dirs(tmp_ / "c3");
+  for (const char* rel : {"c1", "c2", "c3"}) {
+    UniqueFd fd = open_dir(rel);
+    DirContext ctx;
+    ctx.rel = rel;
+    ASSERT_EQ(::fstat(fd.get(), &ctx.st), 0);
+    cache.put(cache.generation(), fd.get(), ctx);
+  }
+  int held = 0;
+  for (const char* rel : {"c1", "c2", "c3"}) held += cache.find(rel).has_value() ? 1 : 0;
+  EXPECT_LE(held, 2);
+  EXPECT_TRUE(cache.find("c3").has_value());  // the newest is always kept
+}
+
+}  // namespace
+}  // namespace sealfs::test
