@@ -70,6 +70,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <future>
+#include <system_error>
 #include <optional>
 #include <vector>
 
@@ -111,6 +113,31 @@ Status collect_files(int dir_fd, const std::string& prefix, int depth, std::vect
   return {};
 }
 
+// fsync of every regular file in paths (below dir_fd). Every file's
+// writeback is started before the first fsync waits, so the writes go out
+// together and the fsyncs that follow mostly find their data (and, on a
+// journaling filesystem, their commit) done. In batches, to bound the fds held.
+Status sync_files(int dir_fd, const std::vector<std::string>& paths) {
+  constexpr std::size_t kBatch = 64;
+  for (std::size_t first = 0; first < paths.size(); first += kBatch) {
+    std::vector<UniqueFd> batch;
+    for (std::size_t i = first; i < std::min(paths.size(), first + kBatch); ++i) {
+      auto fd = open_beneath(dir_fd, paths[i], O_RDONLY | O_NONBLOCK);
+      if (!fd) {
+        if (fd.code() == ELOOP) continue;  // a symlink: nothing to sync
+        return fd.error();
+      }
+      ::sync_file_range(fd->get(), 0, 0, SYNC_FILE_RANGE_WRITE);  // a hint: fsync below is what counts
+      batch.push_back(std::move(*fd));
+    }
+    for (const auto& fd : batch) {
+      Status synced = sync_fd(fd.get());
+      if (!synced) return synced;
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 // Records for every file under the directory src_fd, keyed by key_prefix +
@@ -119,30 +146,18 @@ Result<Manifest> Store::Impl::records_for_tree(int src_fd, const std::string& ke
   std::vector<std::string> paths;
   Status collected = collect_files(src_fd, "", 0, paths);
   if (!collected) return collected.error();
+  // The fsyncs wait on the disk while the validators and digests keep a CPU
+  // busy; R1 needs both done before the manifest is written, in no order, so
+  // the fsyncs run on a helper thread meanwhile (inline when none starts).
+  std::future<Status> synced;
   if (durable()) {
-    // Every file's writeback is started before the first fsync waits, so the
-    // writes go out together and the fsyncs that follow mostly find their
-    // data (and, on a journaling filesystem, their commit) done. In batches,
-    // to bound the fds held.
-    constexpr std::size_t kBatch = 64;
-    for (std::size_t first = 0; first < paths.size(); first += kBatch) {
-      std::vector<UniqueFd> batch;
-      for (std::size_t i = first; i < std::min(paths.size(), first + kBatch); ++i) {
-        auto fd = open_beneath(src_fd, paths[i], O_RDONLY | O_NONBLOCK);
-        if (!fd) {
-          if (fd.code() == ELOOP) continue;  // a symlink: nothing to sync
-          return fd.error();
-        }
-        ::sync_file_range(fd->get(), 0, 0, SYNC_FILE_RANGE_WRITE);  // a hint: fsync below is what counts
-        batch.push_back(std::move(*fd));
-      }
-      for (const auto& fd : batch) {
-        Status synced = sync_fd(fd.get());
-        if (!synced) return synced.error();
-      }
+    auto sync_all = [src_fd, &paths] { return sync_files(src_fd, paths); };
+    try {
+      synced = std::async(std::launch::async, sync_all);
+    } catch (const std::system_error&) {
+      synced = std::async(std::launch::deferred, sync_all);
     }
   }
-  if (crash_at(step::kFilesSynced)) return crashed(step::kFilesSynced);
   Manifest m;
   for (const auto& p : paths) {
     auto [parent_rel, leaf] = split_parent(p);
@@ -156,6 +171,10 @@ Result<Manifest> Store::Impl::records_for_tree(int src_fd, const std::string& ke
     if (!rec) return rec.error();
     m.files[how.key] = *rec;
   }
+  if (synced.valid()) {
+    if (Status s = synced.get(); !s) return s.error();
+  }
+  if (crash_at(step::kFilesSynced)) return crashed(step::kFilesSynced);
   if (crash_at(step::kValidated)) return crashed(step::kValidated);
   return m;
 }
