@@ -248,6 +248,12 @@ Result<UniqueFd> Store::open(int path_fd, int flags) {
   return reopen_fd(path_fd, flags, &*st);
 }
 
+Result<bool> Store::in_volatile_area(int path_fd) {
+  auto rel = impl_->rel_of(path_fd);
+  if (!rel) return rel.error();
+  return impl_->profile.is_volatile(*rel);
+}
+
 Result<Store::Created> Store::create(int dir_fd, std::string_view name, mode_t mode, int flags) {
   Impl& s = *impl_;
   if (Status ok = check_new_name(name); !ok) return ok.error();

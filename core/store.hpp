@@ -133,6 +133,10 @@ class Store {
   // (R8): reserved names, foreign files, unlisted entry files and entries
   // known to be invalid are left out.
   Result<std::vector<DirItem>> list(int dir_fd);
+  // Whether the object behind path_fd lies in a volatile area now (where it
+  // is, not where it was looked up: the kernel keeps names across renames).
+  // ESTALE when deleted, ENOENT when no longer below the root.
+  Result<bool> in_volatile_area(int path_fd);
   // Open a visible object for I/O with open(2) flags (O_CREAT/O_EXCL not
   // allowed here). A read open of a sealed file checks its stamp (verify=changed)
   // or rehashes it (verify=always); damage found now → quarantine and ENOENT.

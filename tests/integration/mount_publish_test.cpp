@@ -74,6 +74,28 @@ TEST_F(Publish, R1ManifestRecordsSizesAndDigests) {
   EXPECT_EQ(read_file(m("single.bin")), "one");
 }
 
+// Names in tmp/ are cached by the kernel like any other (cache_timeout), so
+// right after a publish the kernel still holds the files under the names it
+// looked up in tmp/ and sends no LOOKUP. A rewrite at once must still be the
+// R4 write of a file in an entry: tracked, and sealed at its close.
+TEST_F(Publish, R4RewriteRightAfterPublishIsSealed) {
+  make_dirs(m("tmp/s"));
+  write_file(m("tmp/s/data.bin"), "first");
+  write_file(m("tmp/s/notes.txt"), "notes");
+  struct stat st {};
+  ASSERT_EQ(::stat(m("tmp/s/data.bin").c_str(), &st), 0);  // the kernel holds tmp/s/data.bin
+  ASSERT_EQ(::rename(m("tmp/s").c_str(), m("entry").c_str()), 0) << std::strerror(errno);
+  write_file(m("entry/data.bin"), "second, longer");
+  EXPECT_TRUE(eventually([&] {
+    auto manifest = parse_manifest(read_file(b("entry/.sealfs-manifest")).value_or(""));
+    if (!manifest || manifest->files.count("data.bin") == 0) return false;
+    return manifest->files.at("data.bin").sha256 == sha256_of("second, longer");
+  })) << "the rewrite was not sealed at its close";
+  EXPECT_EQ(lstat_errno(m("entry")), 0);
+  EXPECT_EQ(read_file(m("entry/data.bin")), "second, longer");
+  EXPECT_EQ(read_file(m("entry/notes.txt")), "notes");
+}
+
 TEST_F(Publish, R1ValidatorRejectionIsEbadmsgAndPublishesNothing) {
   EXPECT_EQ(publish_dir("bad", "entry", "SEALFS-TEST-REJECT and more"), EBADMSG);
   EXPECT_EQ(lstat_errno(m("entry")), ENOENT);
