@@ -1,6 +1,8 @@
 // The kernel-cache benchmark of issue 6: a TileLang-like workload on the plain
-// backing directory, on bindfs (the no-verification FUSE peer) and on sealfs,
-// in one run, alternated, medians of several runs, ratios to plain.
+// backing directory, on bindfs (the no-verification FUSE peer), on fuse_floor
+// (the cheapest FUSE passthrough there is: loads only, as the floor of what
+// any FUSE layer costs) and on sealfs, in one run, alternated, medians of
+// several runs, ratios to plain.
 //
 // Entries are what TileLang's KernelCache writes: <ns>/kernels/<key>/ with
 // device_kernel.cu (24 KiB), host_kernel.cu (8 KiB), kernel_lib.so (512 KiB,
@@ -245,7 +247,7 @@ dev_t device_of(const fsys::path& p) {
   return st.st_dev;
 }
 
-enum class Kind { kPlain, kPlainFsync, kBindfs, kSealfs };
+enum class Kind { kPlain, kPlainFsync, kBindfs, kFloor, kFloorNoOpen, kSealfs };
 
 // One column of the table: what is mounted, and for sealfs which binary with
 // which options (variants compare a lever or an older build in the same run).
@@ -255,12 +257,14 @@ struct Target {
   std::string binary;   // sealfs only
   std::string options;  // sealfs only
   bool plain() const { return kind == Kind::kPlain || kind == Kind::kPlainFsync; }
+  bool floor() const { return kind == Kind::kFloor || kind == Kind::kFloorNoOpen; }  // read-only: loads only
 };
 
 struct Config {
   std::string sealfs = SEALFS_BINARY_PATH;
   std::string sealfs_options = "profile=tilelang";
   std::string bindfs = "bindfs";
+  std::string fuse_floor = FUSE_FLOOR_PATH;
   fsys::path work;
   std::size_t entries = 200;
   std::size_t readdir_entries = 10000;
@@ -268,6 +272,7 @@ struct Config {
   int runs = 5;
   bool json = false;
   bool with_bindfs = true;
+  bool with_floor = true;
   std::vector<std::string> only;      // target names to run (empty: all)
   std::vector<std::string> variants;  // NAME=BINARY[|OPTIONS]: more sealfs columns
   bool saves = true;
@@ -286,6 +291,9 @@ class Mounted {
     std::vector<std::string> argv;
     if (t.kind == Kind::kSealfs) {
       argv = {t.binary, "-f", "-o", t.options, backing.string(), mountpoint.string()};
+    } else if (t.floor()) {
+      argv = {cfg.fuse_floor, backing.string(), mountpoint.string()};
+      if (t.kind == Kind::kFloorNoOpen) argv.insert(argv.begin() + 1, "--no-open");
     } else {
       argv = {cfg.bindfs, "-f", "--no-allow-other", backing.string(), mountpoint.string()};
     }
@@ -592,6 +600,10 @@ int run_bench(Config cfg) {
   const Target sealfs{Kind::kSealfs, "sealfs", cfg.sealfs, cfg.sealfs_options};
   std::vector<Target> targets = {{Kind::kPlain, "plain", "", ""}, {Kind::kPlainFsync, "plain+fsync", "", ""}};
   if (cfg.with_bindfs) targets.push_back({Kind::kBindfs, "bindfs", cfg.bindfs, ""});
+  if (cfg.with_floor) {
+    targets.push_back({Kind::kFloor, "floor", cfg.fuse_floor, ""});
+    targets.push_back({Kind::kFloorNoOpen, "floor-noopen", cfg.fuse_floor, ""});
+  }
   targets.push_back(sealfs);
   for (const auto& v : cfg.variants) {
     const auto eq = v.find('=');
@@ -625,7 +637,7 @@ int run_bench(Config cfg) {
     std::vector<Target> order = targets;
     std::rotate(order.begin(), order.begin() + (run % static_cast<int>(order.size())), order.end());
     for (const Target& t : order) {
-      if (cfg.saves) r.add("save", t, time_save(cfg, t, entries, run));
+      if (cfg.saves && !t.floor()) r.add("save", t, time_save(cfg, t, entries, run));
     }
     for (const Target& t : order) {
       if (!cfg.loads || t.kind == Kind::kPlainFsync) continue;  // loads are the same as plain's
@@ -661,6 +673,9 @@ int main(int argc, char** argv) {
   app.add_option("--sealfs-options", cfg.sealfs_options, "sealfs -o list")->capture_default_str();
   app.add_option("--bindfs", cfg.bindfs, "the bindfs binary")->capture_default_str();
   app.add_flag("!--no-bindfs", cfg.with_bindfs, "leave bindfs out");
+  app.add_option("--fuse-floor", cfg.fuse_floor, "the fuse_floor binary")->capture_default_str();
+  app.add_flag("!--no-floor", cfg.with_floor,
+               "leave out the floor columns (fuse_floor: FUSE with no checks; -noopen: without OPEN/RELEASE)");
   app.add_option("--targets", cfg.only, "run only these columns (plain, plain+fsync, bindfs, sealfs, variants)")
       ->delimiter(',');
   app.add_option("--variant", cfg.variants,
