@@ -18,12 +18,12 @@ std::optional<UniqueFd> dup_fd(int fd) {
 DirContextCache::DirContextCache(std::chrono::nanoseconds ttl, std::size_t max_entries)
     : ttl_(ttl), max_entries_(max_entries == 0 ? 1 : max_entries) {}
 
-std::uint64_t DirContextCache::generation() const {
+std::uint64_t DirContextCache::generation() {
   std::lock_guard lock(mu_);
   return generation_;
 }
 
-std::optional<DirContext> DirContextCache::find(std::string_view rel, UniqueFd* dir_fd) const {
+std::optional<DirContext> DirContextCache::find(std::string_view rel, UniqueFd* dir_fd) {
   if (ttl_.count() <= 0) return std::nullopt;
   DirContext out;
   {
@@ -31,7 +31,10 @@ std::optional<DirContext> DirContextCache::find(std::string_view rel, UniqueFd* 
     auto it = by_rel_.find(std::string(rel));
     if (it == by_rel_.end()) return std::nullopt;
     const Stored& s = it->second;
-    if (std::chrono::steady_clock::now() - s.at >= ttl_) return std::nullopt;
+    if (std::chrono::steady_clock::now() - s.at >= ttl_) {
+      by_rel_.erase(it);
+      return std::nullopt;
+    }
     out.rel = s.ctx.rel;
     out.st = s.ctx.st;
     out.is_volatile = s.ctx.is_volatile;
@@ -70,9 +73,14 @@ void DirContextCache::put(std::uint64_t generation, int dir_fd, const DirContext
   }
   std::lock_guard lock(mu_);
   if (generation != generation_) return;  // something moved during the walk
-  // Full: start again rather than track use; a mount that touches more than
-  // max_entries directories within the TTL walks as it would without a cache.
-  if (by_rel_.size() >= max_entries_ && by_rel_.find(ctx.rel) == by_rel_.end()) by_rel_.clear();
+  if (by_rel_.size() >= max_entries_ && by_rel_.find(ctx.rel) == by_rel_.end()) {
+    const auto now = std::chrono::steady_clock::now();
+    std::erase_if(by_rel_, [&](const auto& kv) { return now - kv.second.at >= ttl_; });
+    // Still full of live contexts: start again rather than track use; a mount
+    // that touches more than max_entries directories within the TTL walks as
+    // it would without a cache.
+    if (by_rel_.size() >= max_entries_) by_rel_.clear();
+  }
   by_rel_.insert_or_assign(ctx.rel, std::move(s));
 }
 

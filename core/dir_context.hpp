@@ -46,17 +46,19 @@ struct DirContext {
 // generation is stale). What find() returns still has to be checked against
 // the object at hand: the caller knows which directory it expects.
 // Each stored context holds an O_PATH fd of its directory (and one of its
-// entry root), so no inode number is reused while it is stored.
+// entry root), so no inode number is reused while it is stored; expired
+// contexts are dropped when found and when the cache is full, so a directory
+// removed behind the mount is not held open for long.
 class DirContextCache {
  public:
   explicit DirContextCache(std::chrono::nanoseconds ttl, std::size_t max_entries = 1024);
 
   // Read before a walk; hand it to put() with the walk's result.
-  std::uint64_t generation() const;
+  std::uint64_t generation();
   // The stored context of rel, with a fresh fd of its entry root; when dir_fd
   // is given, also a fresh O_PATH fd of the directory. The entry root must
   // still hold its manifest. Otherwise nothing.
-  std::optional<DirContext> find(std::string_view rel, UniqueFd* dir_fd = nullptr) const;
+  std::optional<DirContext> find(std::string_view rel, UniqueFd* dir_fd = nullptr);
   // Stores ctx (as found by a walk that began at `generation`) for dir_fd.
   void put(std::uint64_t generation, int dir_fd, const DirContext& ctx);
   // A directory moved, vanished or stopped being an entry: forget them all.
@@ -70,7 +72,7 @@ class DirContextCache {
   };
   std::chrono::nanoseconds ttl_;
   std::size_t max_entries_;
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::uint64_t generation_ = 0;  // guarded by mu_
   std::unordered_map<std::string, Stored> by_rel_;
 };

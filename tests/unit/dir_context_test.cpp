@@ -121,5 +121,24 @@ TEST_F(DirContextCacheTest, BoundedInSize) {
   EXPECT_TRUE(cache.find("c3").has_value());  // the newest is always kept
 }
 
+// When full, expired contexts go first; live ones are kept while room is made.
+TEST_F(DirContextCacheTest, FullCacheDropsExpiredContextsFirst) {
+  DirContextCache cache(200ms, 2);
+  for (const char* rel : {"c1", "c2", "c3"}) make_dirs(tmp_ / rel);
+  auto put = [&](const char* rel) {
+    UniqueFd fd = open_dir(rel);
+    DirContext ctx;
+    ctx.rel = rel;
+    ASSERT_EQ(::fstat(fd.get(), &ctx.st), 0);
+    cache.put(cache.generation(), fd.get(), ctx);
+  };
+  put("c1");
+  std::this_thread::sleep_for(250ms);
+  put("c2");
+  put("c3");  // full: c1 has expired and makes room; c2 stays
+  EXPECT_TRUE(cache.find("c2").has_value());
+  EXPECT_TRUE(cache.find("c3").has_value());
+}
+
 }  // namespace
 }  // namespace sealfs::test
