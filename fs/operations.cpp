@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 
+#include "fs/fd_bufvec.hpp"
 #include "fs/filesystem.hpp"
 
 namespace sealfs::fs {
@@ -413,18 +414,6 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       if (auto taken = fs.files.take(fi->fh)) finish_handle(fs, *taken);
     }
   });
-}
-
-// One buffer that is size bytes of fd at off (FUSE_BUFVEC_INIT without the
-// C99 compound literal): libfuse reads or splices it with pread/pwrite.
-fuse_bufvec fd_bufvec(size_t size, int fd, off_t off) {
-  fuse_bufvec v{};
-  v.count = 1;
-  v.buf[0].size = size;
-  v.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
-  v.buf[0].fd = fd;
-  v.buf[0].pos = off;
-  return v;
 }
 
 void op_read(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_info* fi) {

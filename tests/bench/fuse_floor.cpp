@@ -28,6 +28,7 @@
 #include <fuse_lowlevel.h>
 
 #include "core/unique_fd.hpp"
+#include "fs/fd_bufvec.hpp"
 
 namespace {
 
@@ -121,12 +122,7 @@ void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
     if (!own) return (void)fuse_reply_err(req, errno);
     fd = own.get();
   }
-  fuse_bufvec buf{};
-  buf.count = 1;
-  buf.buf[0].size = size;
-  buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
-  buf.buf[0].fd = fd;
-  buf.buf[0].pos = off;
+  fuse_bufvec buf = sealfs::fs::fd_bufvec(size, fd, off);
   fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
 }
 

@@ -1,0 +1,24 @@
+// A libfuse buffer vector of one piece: size bytes of fd at off, which
+// libfuse reads or splices with pread/pwrite (FUSE_BUFVEC_INIT without the C99
+// compound literal).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+
+#include <fuse_lowlevel.h>
+
+namespace sealfs::fs {
+
+inline fuse_bufvec fd_bufvec(std::size_t size, int fd, off_t off) {
+  fuse_bufvec v{};
+  v.count = 1;
+  v.buf[0].size = size;
+  v.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+  v.buf[0].fd = fd;
+  v.buf[0].pos = off;
+  return v;
+}
+
+}  // namespace sealfs::fs
