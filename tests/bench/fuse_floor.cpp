@@ -1,8 +1,10 @@
-// The cheapest read-only FUSE passthrough this kernel and libfuse allow, as a
-// floor for cache_bench: one O_PATH fd per inode, day-long entry and
-// attribute timeouts, keep_cache and noflush on every open, reads spliced
-// from the backing file, no checks of any kind. Whatever a load costs on it
-// is the price of FUSE itself, which no verifying layer can go below.
+// The cheapest FUSE passthrough this kernel and libfuse allow, as a floor
+// for cache_bench: one O_PATH fd per inode, day-long entry and attribute
+// timeouts, keep_cache and noflush on every open, reads spliced from the
+// backing file, no checks of any kind, no fsync, and only the writing
+// operations TileLang's save uses (mkdir, create, write, rename). Whatever a
+// load or a save costs on it is the price of FUSE itself, which no verifying
+// layer can go below.
 //
 //   fuse_floor [--no-open] BACKING MOUNTPOINT     (foreground; fusermount3 -u)
 //
@@ -56,13 +58,12 @@ int fd_of(Floor& f, fuse_ino_t ino) {
 
 std::string proc_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
 
-void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  Floor& f = floor_of(req);
-  UniqueFd fd(::openat(fd_of(f, parent), name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd) return (void)fuse_reply_err(req, errno);
-  fuse_entry_param e{};
-  if (::fstatat(fd.get(), "", &e.attr, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0)
-    return (void)fuse_reply_err(req, errno);
+// The node of parent/name (looked up, or just made), described in e.
+int entry_of(Floor& f, int parent_fd, const char* name, fuse_entry_param& e) {
+  UniqueFd fd(::openat(parent_fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return errno;
+  e = fuse_entry_param{};
+  if (::fstatat(fd.get(), "", &e.attr, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return errno;
   Node* node = nullptr;
   {
     std::lock_guard lock(f.mu);
@@ -77,7 +78,73 @@ void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   e.ino = reinterpret_cast<fuse_ino_t>(node);
   e.attr_timeout = kTimeout;
   e.entry_timeout = kTimeout;
+  return 0;
+}
+
+void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Floor& f = floor_of(req);
+  fuse_entry_param e{};
+  if (int err = entry_of(f, fd_of(f, parent), name, e)) return (void)fuse_reply_err(req, err);
   fuse_reply_entry(req, &e);
+}
+
+// ---- writing: what the TileLang save needs (mkdir, create, write, rename) ----
+
+void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  Floor& f = floor_of(req);
+  if (::mkdirat(fd_of(f, parent), name, mode) != 0) return (void)fuse_reply_err(req, errno);
+  fuse_entry_param e{};
+  if (int err = entry_of(f, fd_of(f, parent), name, e)) return (void)fuse_reply_err(req, err);
+  fuse_reply_entry(req, &e);
+}
+
+void ll_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
+  Floor& f = floor_of(req);
+  const int fd = ::openat(fd_of(f, parent), name, (fi->flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC) & ~O_APPEND, mode);
+  if (fd < 0) return (void)fuse_reply_err(req, errno);
+  fuse_entry_param e{};
+  if (int err = entry_of(f, fd_of(f, parent), name, e)) {
+    ::close(fd);
+    return (void)fuse_reply_err(req, err);
+  }
+  fi->fh = static_cast<uint64_t>(fd);
+  fi->noflush = 1;
+  if (fuse_reply_create(req, &e, fi) != 0) ::close(fd);
+}
+
+void ll_write_buf(fuse_req_t req, fuse_ino_t /*ino*/, fuse_bufvec* in, off_t off, fuse_file_info* fi) {
+  fuse_bufvec out = sealfs::fs::fd_bufvec(fuse_buf_size(in), static_cast<int>(fi->fh), off);
+  const ssize_t n = fuse_buf_copy(&out, in, FUSE_BUF_SPLICE_NONBLOCK);
+  if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
+  fuse_reply_write(req, static_cast<size_t>(n));
+}
+
+void ll_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
+               unsigned int flags) {
+  Floor& f = floor_of(req);
+  if (::renameat2(fd_of(f, parent), name, fd_of(f, newparent), newname, flags) != 0)
+    return (void)fuse_reply_err(req, errno);
+  fuse_reply_err(req, 0);
+}
+
+// The kernel asks for security.capability before a file's first write; a
+// floor that keeps no xattrs answers at once (ENOSYS would stop the asking
+// altogether, which a filesystem that keeps xattrs, as sealfs must, cannot).
+void ll_getxattr(fuse_req_t req, fuse_ino_t /*ino*/, const char* /*name*/, size_t /*size*/) {
+  fuse_reply_err(req, ENODATA);
+}
+
+void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
+  Floor& f = floor_of(req);
+  if ((to_set & FUSE_SET_ATTR_SIZE) != 0) {
+    const int rc = fi != nullptr ? ::ftruncate(static_cast<int>(fi->fh), attr->st_size)
+                                 : ::truncate(proc_path(fd_of(f, ino)).c_str(), attr->st_size);
+    if (rc != 0) return (void)fuse_reply_err(req, errno);
+  }
+  struct stat st {};
+  if (::fstatat(fd_of(f, ino), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0)
+    return (void)fuse_reply_err(req, errno);
+  fuse_reply_attr(req, &st, kTimeout);
 }
 
 void ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
@@ -218,6 +285,12 @@ int main(int argc, char** argv) {
   ops.opendir = ll_opendir;
   ops.readdir = ll_readdir;
   ops.releasedir = ll_releasedir;
+  ops.mkdir = ll_mkdir;
+  ops.create = ll_create;
+  ops.write_buf = ll_write_buf;
+  ops.rename = ll_rename;
+  ops.getxattr = ll_getxattr;
+  ops.setattr = ll_setattr;
   std::vector<char*> fuse_argv = {argv[0]};
   std::string fsname = "-ofsname=fuse_floor";
   fuse_argv.push_back(fsname.data());
