@@ -71,8 +71,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <future>
-#include <system_error>
 #include <optional>
+#include <system_error>
 #include <vector>
 
 #include "core/store_impl.hpp"

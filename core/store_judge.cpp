@@ -117,7 +117,6 @@ Result<Store::Impl::Placed> Store::Impl::place(int path_fd, DirContext* parent_c
   if (parent_ctx != nullptr) {
     // One walk finds the parent and its context (what context_of would find
     // again): the hot path of every open of a sealed file.
-    *parent_ctx = DirContext{};
     parent_ctx->rel = parent_rel;
     parent = walk_context(*parent_ctx);
     if (parent && !*parent) parent = open_beneath(root_fd.get(), "", O_PATH | O_DIRECTORY);

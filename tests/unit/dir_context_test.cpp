@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
+#include <string>
 #include <thread>
 
 #include "core/store.hpp"
@@ -42,6 +44,21 @@ class DirContextCacheTest : public ::testing::Test {
     ctx.sub = "sub";
     return ctx;
   }
+  // Stores the context of e/sub, found by a walk that began at generation.
+  void put_sub(DirContextCache& cache, std::uint64_t generation) {
+    UniqueFd sub = open_dir("e/sub");
+    cache.put(generation, sub.get(), sub_context());
+  }
+  void put_sub(DirContextCache& cache) { put_sub(cache, cache.generation()); }
+  // Stores the context of rel, a plain container at the top of the store.
+  void put_container(DirContextCache& cache, const std::string& rel) {
+    make_dirs(tmp_ / rel);
+    UniqueFd fd = open_dir(rel);
+    DirContext ctx;
+    ctx.rel = rel;
+    ASSERT_EQ(::fstat(fd.get(), &ctx.st), 0);
+    cache.put(cache.generation(), fd.get(), ctx);
+  }
   TempDir tmp_;
 };
 
@@ -68,8 +85,7 @@ TEST_F(DirContextCacheTest, ReturnsWhatWasStoredWithFdsOfItsOwn) {
 
 TEST_F(DirContextCacheTest, ForgetsAfterTheTtl) {
   DirContextCache cache(20ms);
-  UniqueFd sub = open_dir("e/sub");
-  cache.put(cache.generation(), sub.get(), sub_context());
+  put_sub(cache);
   ASSERT_TRUE(cache.find("e/sub").has_value());
   std::this_thread::sleep_for(40ms);
   EXPECT_FALSE(cache.find("e/sub").has_value());
@@ -77,44 +93,32 @@ TEST_F(DirContextCacheTest, ForgetsAfterTheTtl) {
 
 TEST_F(DirContextCacheTest, ZeroTtlStoresNothing) {
   DirContextCache cache(0ns);
-  UniqueFd sub = open_dir("e/sub");
-  cache.put(cache.generation(), sub.get(), sub_context());
+  put_sub(cache);
   EXPECT_FALSE(cache.find("e/sub").has_value());
 }
 
 TEST_F(DirContextCacheTest, MovedForgetsAllAndRefusesWalksThatBeganBefore) {
   DirContextCache cache(1h);
-  UniqueFd sub = open_dir("e/sub");
   const auto before = cache.generation();
-  cache.put(before, sub.get(), sub_context());
+  put_sub(cache, before);
   cache.moved();
   EXPECT_FALSE(cache.find("e/sub").has_value());
-  cache.put(before, sub.get(), sub_context());  // a walk that raced the move
+  put_sub(cache, before);  // a walk that raced the move
   EXPECT_FALSE(cache.find("e/sub").has_value());
-  cache.put(cache.generation(), sub.get(), sub_context());
+  put_sub(cache);
   EXPECT_TRUE(cache.find("e/sub").has_value());
 }
 
 TEST_F(DirContextCacheTest, EntryWhoseManifestWentIsNotReturned) {
   DirContextCache cache(1h);
-  UniqueFd sub = open_dir("e/sub");
-  cache.put(cache.generation(), sub.get(), sub_context());
+  put_sub(cache);
   ASSERT_EQ(::unlink((tmp_ / ("e/" + std::string(kDirManifest))).c_str()), 0);
   EXPECT_FALSE(cache.find("e/sub").has_value());
 }
 
 TEST_F(DirContextCacheTest, BoundedInSize) {
   DirContextCache cache(1h, 2);
-  make_dirs(tmp_ / "c1");
-  make_dirs(tmp_ / "c2");
-  make_dirs(tmp_ / "c3");
-  for (const char* rel : {"c1", "c2", "c3"}) {
-    UniqueFd fd = open_dir(rel);
-    DirContext ctx;
-    ctx.rel = rel;
-    ASSERT_EQ(::fstat(fd.get(), &ctx.st), 0);
-    cache.put(cache.generation(), fd.get(), ctx);
-  }
+  for (const char* rel : {"c1", "c2", "c3"}) put_container(cache, rel);
   int held = 0;
   for (const char* rel : {"c1", "c2", "c3"}) held += cache.find(rel).has_value() ? 1 : 0;
   EXPECT_LE(held, 2);
@@ -124,18 +128,10 @@ TEST_F(DirContextCacheTest, BoundedInSize) {
 // When full, expired contexts go first; live ones are kept while room is made.
 TEST_F(DirContextCacheTest, FullCacheDropsExpiredContextsFirst) {
   DirContextCache cache(200ms, 2);
-  for (const char* rel : {"c1", "c2", "c3"}) make_dirs(tmp_ / rel);
-  auto put = [&](const char* rel) {
-    UniqueFd fd = open_dir(rel);
-    DirContext ctx;
-    ctx.rel = rel;
-    ASSERT_EQ(::fstat(fd.get(), &ctx.st), 0);
-    cache.put(cache.generation(), fd.get(), ctx);
-  };
-  put("c1");
+  put_container(cache, "c1");
   std::this_thread::sleep_for(250ms);
-  put("c2");
-  put("c3");  // full: c1 has expired and makes room; c2 stays
+  put_container(cache, "c2");
+  put_container(cache, "c3");  // full: c1 has expired and makes room; c2 stays
   EXPECT_TRUE(cache.find("c2").has_value());
   EXPECT_TRUE(cache.find("c3").has_value());
 }
