@@ -355,7 +355,7 @@ Status Store::Impl::Publisher::publish_dir(const DirContext& sctx, int sd, std::
 Status Store::Impl::Publisher::publish_file(const DirContext& sctx, int sd, std::string_view sn, const Judgement& sj,
                                const DirContext& dctx, int dd, std::string_view dn, unsigned flags) {
   const std::string dst_rel = dctx.child_rel(dn);
-  const bool special = S_ISFIFO(sj.st.st_mode) || S_ISSOCK(sj.st.st_mode);
+  const bool special = is_special_file(sj.st.st_mode);
   {
     auto dj = s_.judge(dctx, dd, dn, VerifyDepth::stat_only);
     if (!dj) return dj.error();
@@ -375,7 +375,16 @@ Status Store::Impl::Publisher::publish_file(const DirContext& sctx, int sd, std:
   if (special) {
     auto dj = clear_destination(dctx, dd, dn, sj.st, flags);
     if (!dj) return dj.error();
+    // A sealed object it replaces takes its record along: unlisted from its
+    // entry first (a listed name that turned into a FIFO would make the entry
+    // invalid), its sidecar removed after (a sidecar beside a FIFO shows nothing).
+    const bool replaces = dj->verdict == Verdict::visible && !same_object(dj->st, sj.st);
+    if (replaces && dctx.entry && dj->kind == ObjectKind::entry_file)
+      if (Status u = s_.unlist(*dctx.entry, dctx.entry_key(dn)); !u) return u;
+    if (Status u = unlist_source(sctx, sn, sj); !u) return u;
     if (Status r = rename_at(sd, sn, dd, dn, flags); !r) return r;
+    if (replaces && !dctx.entry && dj->kind == ObjectKind::file_entry)
+      ::unlinkat(dd, sidecar_name(dn).c_str(), 0);
     return sync_parents(sd, dd);
   }
 
@@ -530,7 +539,7 @@ Result<Found> Store::link(int src_path_fd, int dst_dir_fd, std::string_view dst_
   auto dj = s.clear_hidden(*dctx, dst_dir_fd, dst_name);
   if (!dj) return dj.error();
   if (dj->verdict == Verdict::visible) return make_error(EEXIST, dn + " exists");
-  if (S_ISFIFO(st->st_mode) || S_ISSOCK(st->st_mode)) {
+  if (is_special_file(st->st_mode)) {
     if (Status l = do_link(); !l) return l.error();
     return s.found_at(dst_dir_fd, dst_name, ObjectKind::special, &placed->st);
   }

@@ -38,6 +38,9 @@ inline constexpr std::array<std::string_view, 10> kAll = {kFilesSynced, kValidat
 namespace sealfs::seal_steps {
 
 inline constexpr std::string_view kDigested = "digested";
+// Not a crash point: the fault hook is called with it between reading a file
+// and checking its stamp again, so tests can pause a hash there.
+inline constexpr std::string_view kHashing = "hashing";
 inline constexpr std::string_view kManifestWritten = publish_steps::kManifestWritten;
 
 }  // namespace sealfs::seal_steps

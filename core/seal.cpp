@@ -42,20 +42,38 @@ Status Store::Impl::seal_at(const DirContext& ctx, int dir_fd, std::string_view 
   return {};
 }
 
+// Where a file closed through M is now. Its directory may be renamed between
+// reading the file's path and reaching it (the closer goes on while the seal
+// runs): then the file is followed to its new place as long as it exists.
+// Absent (unlinked, moved out of B) → ENOENT: nothing to seal.
+Result<std::pair<Store::Impl::Placed, DirContext>> Store::Impl::place_closed_file(int path_fd) {
+  constexpr int kMovesFollowed = 64;
+  for (int attempt = 0;; ++attempt) {
+    auto placed = place(path_fd);
+    if (placed) {
+      auto ctx = context_of(placed->parent.get());
+      if (ctx) return std::pair{std::move(*placed), std::move(*ctx)};
+      if (ctx.code() != ESTALE) return ctx.error();
+    } else if (placed.code() != ESTALE && placed.code() != ENOENT) {
+      return placed.error();
+    }
+    auto st = stat_fd(path_fd);
+    if (!st || st->st_nlink == 0) return make_error(ENOENT, "gone before its seal");
+    if (attempt == kMovesFollowed) return make_error(EBUSY, "moved too often while being sealed");
+  }
+}
+
 Status Store::seal(int path_fd) {
   Impl& s = *impl_;
   Impl::DeferredInvalidations held(s);
   auto st = stat_fd(path_fd);
   if (!st) return st.error();
   if (!S_ISREG(st->st_mode)) return {};  // only regular files are written in place
-  auto placed = s.place(path_fd);
-  if (!placed) {
-    // Unlinked (or moved out of B) before its last close: nothing to seal.
-    if (placed.code() == ESTALE || placed.code() == ENOENT) return {};
-    return placed.error();
-  }
-  auto ctx = s.context_of(placed->parent.get());
-  if (!ctx) return ctx.code() == ESTALE ? Status{} : Status(ctx.error());
+  auto where = s.place_closed_file(path_fd);
+  if (!where) return where.code() == ENOENT ? Status{} : Status(where.error());
+  auto& [placed_v, ctx_v] = *where;
+  Impl::Placed* placed = &placed_v;
+  DirContext* ctx = &ctx_v;
   if (ctx->is_volatile || s.profile.is_volatile(placed->rel)) return {};
   Status sealed = s.seal_at(*ctx, placed->parent.get(), placed->name, false);
   if (!sealed) return sealed;
@@ -68,10 +86,11 @@ Status Store::abandon(int path_fd) {
   auto st = stat_fd(path_fd);
   if (!st) return st.error();
   if (!S_ISREG(st->st_mode)) return {};
-  auto placed = s.place(path_fd);
-  if (!placed) return (placed.code() == ESTALE || placed.code() == ENOENT) ? Status{} : Status(placed.error());
-  auto ctx = s.context_of(placed->parent.get());
-  if (!ctx) return ctx.code() == ESTALE ? Status{} : Status(ctx.error());
+  auto where = s.place_closed_file(path_fd);
+  if (!where) return where.code() == ENOENT ? Status{} : Status(where.error());
+  auto& [placed_v, ctx_v] = *where;
+  Impl::Placed* placed = &placed_v;
+  DirContext* ctx = &ctx_v;
   if (ctx->is_volatile || s.profile.is_volatile(placed->rel)) return {};
   s.metrics.abandoned.fetch_add(1, std::memory_order_relaxed);
   std::vector<std::string> companions;

@@ -50,7 +50,7 @@ enum class ObjectKind {
   entry_file,   // regular file or symlink listed in a valid entry's manifest
   in_progress,  // regular file open for writing through M (R4)
   volatile_obj, // anything in a volatile area: plain passthrough
-  special,      // FIFO or socket: shown as it is, never sealed (R10)
+  special,      // FIFO, socket or device node: shown as it is, never sealed (R10)
 };
 
 struct Found {
@@ -148,12 +148,14 @@ class Store {
   struct Created {
     Found found;
     UniqueFd open_fd;  // the file opened with the given flags
+    bool made = false;  // a new file (not an existing visible one opened)
   };
   // Reserved name → EPERM; hidden object under the name → quarantined first.
   Result<Created> create(int dir_fd, std::string_view name, mode_t mode, int flags);
   Result<Found> mkdir(int dir_fd, std::string_view name, mode_t mode);
   Result<Found> symlink(int dir_fd, std::string_view name, std::string_view target);
-  Result<Found> mknod(int dir_fd, std::string_view name, mode_t mode, dev_t rdev);  // devices: EPERM
+  // FIFOs, sockets and device nodes are special (R10); a regular file is sealed empty.
+  Result<Found> mknod(int dir_fd, std::string_view name, mode_t mode, dev_t rdev);
 
   // ---- Removal ----------------------------------------------------------
   Status unlink(int dir_fd, std::string_view name);  // inside an entry: manifest first

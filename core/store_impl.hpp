@@ -37,7 +37,7 @@ namespace sealfs {
 enum class Verdict {
   absent,         // no such name
   visible,        // lookup shows it, as `kind`
-  hidden,         // foreign, unlisted, reserved, device node, abandoned…
+  hidden,         // foreign, unlisted, reserved, abandoned…
   invalid_self,   // an entry that fails verification: quarantine it (and companions)
   invalid_entry,  // the enclosing entry fails verification: quarantine that
 };
@@ -99,6 +99,9 @@ struct Store::Impl {
   // With parent_ctx, also that parent's context (as context_of), from one walk.
   // known: a stat of path_fd the caller already has.
   Result<Placed> place(int path_fd, DirContext* parent_ctx = nullptr, const struct stat* known = nullptr) const;
+  // place() and the parent's context for a file closed through M, followed
+  // across directory renames (seal.cpp); ENOENT when it no longer exists.
+  Result<std::pair<Placed, DirContext>> place_closed_file(int path_fd);
   EntryLocation dir_entry_location(int dir_fd, const struct stat& st) const;
   EntryLocation file_entry_location(int parent_fd, std::string_view name, const struct stat& st) const;
 

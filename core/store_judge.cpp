@@ -182,9 +182,8 @@ Result<Judgement> Store::Impl::judge(const DirContext& ctx, int dir_fd, std::str
   };
   if (is_reserved_name(name)) return hide("reserved name");
   const mode_t type = st->st_mode & S_IFMT;
-  if (type == S_IFCHR || type == S_IFBLK) return hide("device node");
   if (profile.is_volatile(ctx.child_rel(name))) return show(ObjectKind::volatile_obj);
-  if (type == S_IFIFO || type == S_IFSOCK) return show(ObjectKind::special);
+  if (is_special_file(type)) return show(ObjectKind::special);
 
   auto verify_child_dir = [&]() -> Result<Judgement> {
     auto child = open_beneath(dir_fd, name, O_PATH | O_DIRECTORY);

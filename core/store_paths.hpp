@@ -70,4 +70,9 @@ Status remove_tree_at(int dir_fd, std::string_view name);
 
 bool same_object(const struct stat& a, const struct stat& b);
 
+// FIFOs, sockets and device nodes: no content to seal (R10).
+inline bool is_special_file(mode_t mode) {
+  return S_ISFIFO(mode) || S_ISSOCK(mode) || S_ISCHR(mode) || S_ISBLK(mode);
+}
+
 }  // namespace sealfs

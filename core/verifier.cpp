@@ -60,6 +60,7 @@ struct Verifier::Impl {
   std::map<Key, Cached> cache;
   std::list<Key> order;  // oldest insertion first, for eviction
   std::set<Key> in_flight;
+  std::function<void()> mid_hash;
 
   Impl(Metrics& m, std::size_t max) : metrics(m), max_cached(max == 0 ? 1 : max) {}
 
@@ -103,6 +104,7 @@ Result<Sha256> Verifier::digest(int fd, bool force) {
   }
   std::uint64_t bytes = 0;
   Result<FileDigest> hashed = sha256_fd(fd, &bytes);
+  if (impl_->mid_hash) impl_->mid_hash();
   struct stat after {};
   const bool stable = hashed.ok() && ::fstat(fd, &after) == 0 && Stamp::of(after) == before &&
                       hashed->size == static_cast<std::uint64_t>(before.size);
@@ -120,6 +122,8 @@ Result<Sha256> Verifier::digest(int fd, bool force) {
   if (!stable) return make_error(EAGAIN, "file changed while it was hashed");
   return hashed->sha256;
 }
+
+void Verifier::set_mid_hash_hook(std::function<void()> hook) { impl_->mid_hash = std::move(hook); }
 
 void Verifier::forget(dev_t dev, ino_t ino) {
   std::lock_guard lock(impl_->mu);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "core/digest.hpp"
@@ -28,6 +29,9 @@ class Verifier {
  public:
   // max_cached bounds memory: about 200 bytes a file (2^17: ~26 MiB).
   explicit Verifier(Metrics& metrics, std::size_t max_cached = 1u << 17);
+  // Tests only: called between reading a file and checking that it did not
+  // change meanwhile, so a test can change it there (see fs/README.md).
+  void set_mid_hash_hook(std::function<void()> hook);
   ~Verifier();
 
   // SHA-256 of the regular file open (O_RDONLY) as fd. Served from the cache

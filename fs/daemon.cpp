@@ -7,10 +7,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "core/profile.hpp"
@@ -76,15 +81,39 @@ void raise_fd_limit() {
 #ifdef SEALFS_FAULT_INJECTION
 // Test builds: SEALFS_FAULT_STEP=<step> ends the daemon right after that step
 // of a store transaction, as a kill -9 or a power cut would (no cleanup, the
-// mount is left dead until unmounted). See fs/README.md.
+// mount is left dead until unmounted). SEALFS_FAULT_DELAY=<step>:<ms>[,…]
+// pauses there instead, which opens a race window wide enough for a test to
+// hit it every time ("release": before a RELEASE is handled; "hashing": in
+// the middle of a hash). See fs/README.md.
+std::map<std::string, int, std::less<>> parse_delays(std::string_view text) {
+  std::map<std::string, int, std::less<>> delays;
+  while (!text.empty()) {
+    const auto comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    text.remove_prefix(comma == std::string_view::npos ? text.size() : comma + 1);
+    const auto colon = item.find(':');
+    if (colon == std::string_view::npos) continue;
+    int ms = 0;
+    const std::string_view digits = item.substr(colon + 1);
+    if (std::from_chars(digits.data(), digits.data() + digits.size(), ms).ec == std::errc{} && ms > 0)
+      delays.emplace(std::string(item.substr(0, colon)), ms);
+  }
+  return delays;
+}
+
 void install_fault_hook(StoreOptions& options) {
   const char* step = std::getenv("SEALFS_FAULT_STEP");
-  if (step == nullptr || *step == '\0') return;
-  options.fault_hook = [wanted = std::string(step)](std::string_view at) {
-    if (at == wanted) {
+  const char* delay = std::getenv("SEALFS_FAULT_DELAY");
+  const std::string wanted = step != nullptr ? step : "";
+  auto delays = parse_delays(delay != nullptr ? delay : "");
+  if (wanted.empty() && delays.empty()) return;
+  options.fault_hook = [wanted, delays = std::move(delays)](std::string_view at) {
+    if (!wanted.empty() && at == wanted) {
       syslog(LOG_ERR, "sealfs: fault injection: exiting at step %s", wanted.c_str());
       ::_exit(75);
     }
+    if (auto it = delays.find(at); it != delays.end())
+      std::this_thread::sleep_for(std::chrono::milliseconds(it->second));
     return false;
   };
 }
@@ -109,6 +138,10 @@ int run_mount(const MountOptions& options, std::ostream& err) {
   }
 
   raise_fd_limit();
+  // The kernel applied the caller's umask to every mode it sends (no
+  // FUSE_CAP_DONT_MASK); the daemon's own must not mask it again. sealfs's
+  // own files (manifests, quarantine) are created with explicit modes.
+  ::umask(0);
   Filesystem fs;
   fs.cache_timeout = options.cache_timeout;
   fs.max_read = options.max_read;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include "core/store.hpp"
@@ -29,6 +30,9 @@ struct FileHandle {
   // create cut short by SIGKILL, a reply that failed) or lost its closer's
   // FLUSH: R4 cannot call that a normal close, so it counts as abandoned.
   std::atomic<bool> flushed{false};
+  // R10: an abandoned writer abandons only a file its handle changed (made,
+  // wrote, truncated, allocated); a file it merely opened stays as it was.
+  std::atomic<bool> changed{false};
 };
 
 struct DirHandle {
@@ -47,6 +51,10 @@ struct Filesystem {
 
   // Wires the store's hooks to this mount; call before Store::open.
   void attach_hooks(StoreOptions& options);
+  // Test builds: the fault hook's pause or crash at a step of the adapter's own.
+  void test_step(std::string_view step) const {
+    if (store && store->options().fault_hook) store->options().fault_hook(step);
+  }
 
   std::unique_ptr<Store> store;
   InodeTable inodes;

@@ -97,8 +97,9 @@ int stat_fd(int fd, struct stat& st) {
 
 // Objects made through the mount belong to the caller (R10). The backing
 // object was created by the daemon (root); a setgid parent keeps the group
-// the backing filesystem already chose, as a native filesystem would.
-void give_to_caller(const Filesystem& fs, fuse_req_t req, int parent_fd, Found& found) {
+// the backing filesystem already chose, as a native filesystem would. chown
+// clears setuid and setgid, so the mode the caller asked for is set again.
+void give_to_caller(const Filesystem& fs, fuse_req_t req, int parent_fd, Found& found, mode_t wanted) {
   if (!fs.chown_to_caller) return;
   const fuse_ctx* ctx = fuse_req_ctx(req);
   struct stat parent {};
@@ -107,6 +108,13 @@ void give_to_caller(const Filesystem& fs, fuse_req_t req, int parent_fd, Found& 
   if (::fchownat(found.fd.get(), "", ctx->uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0)
     syslog(LOG_WARNING, "sealfs: chown of a new object to %u: %s", ctx->uid, std::strerror(errno));
   stat_fd(found.fd.get(), found.st);
+  const mode_t lost = wanted & (S_ISUID | S_ISGID) & ~found.st.st_mode;
+  if (lost != 0 && !S_ISLNK(found.st.st_mode)) {
+    // fchmod does not work on O_PATH fds; the /proc link names exactly this object.
+    if (::chmod(proc_fd_path(found.fd.get()).c_str(), (found.st.st_mode & 07777) | lost) != 0)
+      syslog(LOG_WARNING, "sealfs: mode of a new object: %s", std::strerror(errno));
+    stat_fd(found.fd.get(), found.st);
+  }
 }
 
 // Put a found object into the inode table and describe it for the kernel.
@@ -164,19 +172,31 @@ bool writes_tracked(Filesystem& fs, const Inode& inode) {
 }
 
 // The end of a file handle: close it and, when it was the last write handle
-// of its file, seal it or abandon it (R4).
+// of its file, seal it or abandon it (R4) while holding the file's gate.
 void finish_handle(Filesystem& fs, FileHandle& handle) {
   handle.fd.reset();
   if (!handle.tracked) return;
   const InodeRef& inode = handle.inode;
-  const bool abandoned = handle.abandoned.load() || !handle.flushed.load();
-  const auto last = fs.writers.released(inode->dev, inode->ino, abandoned);
+  const HandleEnd end{handle.changed.load(), handle.abandoned.load() || !handle.flushed.load()};
+  const auto last = fs.writers.released(inode->dev, inode->ino, end);
   if (!last) return;
-  const auto pfd = inode->path_fd();
-  const Status status = *last ? fs.store->abandon(pfd->get()) : fs.store->seal(pfd->get());
+  Status status;
+  if (*last != LastClose::untouched) {
+    auto gate = fs.writers.hold(inode->dev, inode->ino);
+    const auto pfd = inode->path_fd();
+    status = *last == LastClose::abandon ? fs.store->abandon(pfd->get()) : fs.store->seal(pfd->get());
+  }
   fs.writers.finished(inode->dev, inode->ino);
   if (!status)
-    syslog(LOG_WARNING, "sealfs: %s at last close: %s", *last ? "abandon" : "seal", status.error().message.c_str());
+    syslog(LOG_WARNING, "sealfs: %s at last close: %s", *last == LastClose::abandon ? "abandon" : "seal",
+           status.error().message.c_str());
+}
+
+// The gate key of name in dir (absent: none, which holds nothing).
+WriterTracking::Key key_of(int dir_fd, const char* name) {
+  struct stat st {};
+  if (::fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return {0, 0};
+  return {st.st_dev, st.st_ino};
 }
 
 // ---- lookup and attributes ---------------------------------------------------
@@ -226,6 +246,9 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
     const int hfd = handle && handle->fd ? handle->fd.get() : -1;
     const auto pfd_ref = inode->path_fd();  // held: a concurrent lookup may replace it
     const int pfd = pfd_ref->get();
+    // Never while the file is being sealed: new times or a new size in the
+    // middle of its hash would fail the seal.
+    auto gate = fs.writers.hold(inode->dev, inode->ino);
 
     if (to_set & FUSE_SET_ATTR_MODE) {
       struct stat st {};
@@ -244,6 +267,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
     if (to_set & FUSE_SET_ATTR_SIZE) {
       if (hfd >= 0) {
         if (::ftruncate(hfd, attr->st_size) != 0) return (void)fuse_reply_err(req, errno_or(EIO));
+        handle->changed = true;
       } else if (Status s = fs.store->truncate(pfd, attr->st_size); !s) {
         return reply_error(req, s.error());
       }
@@ -278,9 +302,9 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino) {
 
 // ---- creation and removal ------------------------------------------------------
 
-void reply_created(fuse_req_t req, Filesystem& fs, const InodeRef& dir, Result<Found> found) {
+void reply_created(fuse_req_t req, Filesystem& fs, const InodeRef& dir, Result<Found> found, mode_t mode) {
   if (!found) return reply_error(req, found.error());
-  give_to_caller(fs, req, dir->path_fd()->get(), *found);
+  give_to_caller(fs, req, dir->path_fd()->get(), *found, mode);
   reply_entry(req, fs, std::move(*found));
 }
 
@@ -289,7 +313,7 @@ void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) 
     Filesystem& fs = fs_of(req);
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
-    reply_created(req, fs, dir, fs.store->mkdir(dir->path_fd()->get(), name, mode));
+    reply_created(req, fs, dir, fs.store->mkdir(dir->path_fd()->get(), name, mode), mode);
   });
 }
 
@@ -298,7 +322,7 @@ void op_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const cha
     Filesystem& fs = fs_of(req);
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
-    reply_created(req, fs, dir, fs.store->symlink(dir->path_fd()->get(), name, target));
+    reply_created(req, fs, dir, fs.store->symlink(dir->path_fd()->get(), name, target), 0);
   });
 }
 
@@ -307,7 +331,7 @@ void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, 
     Filesystem& fs = fs_of(req);
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
-    reply_created(req, fs, dir, fs.store->mknod(dir->path_fd()->get(), name, mode, rdev));
+    reply_created(req, fs, dir, fs.store->mknod(dir->path_fd()->get(), name, mode, rdev), mode);
   });
 }
 
@@ -318,6 +342,7 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* n
     if (!inode) return;
     InodeRef dir = inode_or_reply(req, newparent);
     if (!dir) return;
+    auto gate = fs.writers.hold(inode->dev, inode->ino);  // a link publishes what a seal settles
     auto found = fs.store->link(inode->path_fd()->get(), dir->path_fd()->get(), newname);
     if (!found) return reply_error(req, found.error());
     reply_entry(req, fs, std::move(*found));  // a link keeps the object's owner
@@ -328,7 +353,10 @@ void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   guarded(req, [&] {
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
-    fuse_reply_err(req, fs_of(req).store->unlink(dir->path_fd()->get(), name).code());
+    Filesystem& fs = fs_of(req);
+    const auto dfd = dir->path_fd();
+    auto gate = fs.writers.hold({key_of(dfd->get(), name)});
+    fuse_reply_err(req, fs.store->unlink(dfd->get(), name).code());
   });
 }
 
@@ -347,7 +375,13 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
     if (!src) return;
     InodeRef dst = inode_or_reply(req, newparent);
     if (!dst) return;
-    fuse_reply_err(req, fs_of(req).store->rename(src->path_fd()->get(), name, dst->path_fd()->get(), newname, flags).code());
+    Filesystem& fs = fs_of(req);
+    const auto sfd = src->path_fd();
+    const auto dfd = dst->path_fd();
+    // A file closed a moment ago may still be being sealed: move it (or
+    // replace it) only once its seal has settled.
+    auto gate = fs.writers.hold({key_of(sfd->get(), name), key_of(dfd->get(), newname)});
+    fuse_reply_err(req, fs.store->rename(sfd->get(), name, dfd->get(), newname, flags).code());
   });
 }
 
@@ -360,11 +394,15 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     if (!dir) return;
     auto created = fs.store->create(dir->path_fd()->get(), name, mode, fi->flags);
     if (!created) return reply_error(req, created.error());
-    give_to_caller(fs, req, dir->path_fd()->get(), created->found);
-    const bool tracked = opens_for_write(fi->flags) && tracked_kind(created->found.kind);
+    give_to_caller(fs, req, dir->path_fd()->get(), created->found, mode);
+    // A new file is in progress whatever the open mode: O_CREAT with
+    // O_RDONLY makes a file that is sealed empty at its close (R10).
+    const bool writer = opens_for_write(fi->flags);
+    const bool tracked = (writer || created->made) && tracked_kind(created->found.kind);
     auto handle = std::make_shared<FileHandle>();
     handle->fd = std::move(created->open_fd);
     handle->tracked = tracked;
+    handle->changed = created->made || (fi->flags & O_TRUNC) != 0;
     fuse_entry_param e = remember(fs, std::move(created->found));
     handle->inode = fs.inodes.get(e.ino);
     if (tracked) fs.writers.opened(handle->inode->dev, handle->inode->ino);
@@ -387,9 +425,17 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     const ObjectKind kind = inode->kind;
     const bool tracked = writer && writes_tracked(fs, *inode);
     // In progress from before the open, so that the store never judges the
-    // file half written by this very handle.
-    if (tracked) fs.writers.opened(inode->dev, inode->ino);
-    auto fd = fs.store->open(inode->path_fd()->get(), flags);
+    // file half written by this very handle; a seal still running from the
+    // last writer's close finishes first (a second writer waits for it).
+    Result<UniqueFd> fd = make_error(EIO, "not opened");
+    {
+      WriterTracking::Hold gate;
+      if (tracked) {
+        gate = fs.writers.hold(inode->dev, inode->ino);
+        fs.writers.opened(inode->dev, inode->ino);
+      }
+      fd = fs.store->open(inode->path_fd()->get(), flags);
+    }
     if (!fd) {
       if (tracked) fs.writers.cancelled(inode->dev, inode->ino);
       // The kernel resolved the name to this inode before it was replaced or
@@ -403,6 +449,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     handle->fd = std::move(*fd);
     handle->inode = inode;
     handle->tracked = tracked;
+    handle->changed = tracked && (flags & O_TRUNC) != 0;
     fi->fh = fs.files.add(handle);
     // Verified sealed content cannot change through the mount without an
     // invalidation: keep the page cache across opens.
@@ -429,6 +476,7 @@ void op_write_buf(fuse_req_t req, fuse_ino_t /*ino*/, fuse_bufvec* in, off_t off
   guarded(req, [&] {
     auto handle = file_or_reply(req, fi);
     if (!handle) return;
+    handle->changed = true;
     fuse_bufvec out = fd_bufvec(fuse_buf_size(in), handle->fd.get(), off);
     const ssize_t n = fuse_buf_copy(&out, in, static_cast<fuse_buf_copy_flags>(0));
     if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
@@ -452,6 +500,7 @@ void op_flush(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
 void op_release(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
   guarded(req, [&] {
     Filesystem& fs = fs_of(req);
+    fs.test_step("release");  // tests widen the close → seal window here
     auto handle = fs.files.take(fi->fh);
     if (handle) finish_handle(fs, *handle);
     fuse_reply_err(req, 0);
@@ -471,6 +520,7 @@ void op_fallocate(fuse_req_t req, fuse_ino_t /*ino*/, int mode, off_t off, off_t
   guarded(req, [&] {
     auto handle = file_or_reply(req, fi);
     if (!handle) return;
+    handle->changed = true;
     fuse_reply_err(req, ::fallocate(handle->fd.get(), mode, off, len) == 0 ? 0 : errno_or(EIO));
   });
 }

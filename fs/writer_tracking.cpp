@@ -78,15 +78,20 @@ void WriterTracking::opened(dev_t dev, ino_t ino) {
   ++files_[{dev, ino}].writers;
 }
 
-std::optional<bool> WriterTracking::released(dev_t dev, ino_t ino, bool abandoned) {
+std::optional<LastClose> WriterTracking::released(dev_t dev, ino_t ino, HandleEnd end) {
   std::lock_guard lock(mu_);
   auto it = files_.find({dev, ino});
   if (it == files_.end() || it->second.writers == 0) return std::nullopt;
   State& s = it->second;
-  s.abandoned = s.abandoned || abandoned;
+  s.changed = s.changed || end.changed;
+  // R10: a writer that exits abnormally abandons only a file it changed.
+  s.abandoned = s.abandoned || (end.abandoned && end.changed);
   if (--s.writers > 0) return std::nullopt;
   ++s.sealing;
-  return std::exchange(s.abandoned, false);
+  const LastClose what = !s.changed ? LastClose::untouched : s.abandoned ? LastClose::abandon : LastClose::seal;
+  s.changed = false;
+  s.abandoned = false;
+  return what;
 }
 
 void WriterTracking::finished(dev_t dev, ino_t ino) {
@@ -110,5 +115,45 @@ bool WriterTracking::in_progress(dev_t dev, ino_t ino) const {
   auto it = files_.find({dev, ino});
   return it != files_.end() && (it->second.writers > 0 || it->second.sealing > 0);
 }
+
+WriterTracking::Hold WriterTracking::hold(std::vector<Key> keys) {
+  std::erase(keys, Key{0, 0});
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  std::unique_lock lock(gate_mu_);
+  gate_cv_.wait(lock, [&] {
+    return std::none_of(keys.begin(), keys.end(), [&](const Key& k) { return held_.count(k) != 0; });
+  });
+  held_.insert(keys.begin(), keys.end());
+  Hold h;
+  h.owner_ = this;
+  h.keys_ = std::move(keys);
+  return h;
+}
+
+void WriterTracking::Hold::release() {
+  if (owner_ == nullptr) return;
+  {
+    std::lock_guard lock(owner_->gate_mu_);
+    for (const Key& k : keys_) owner_->held_.erase(k);
+  }
+  owner_->gate_cv_.notify_all();
+  owner_ = nullptr;
+  keys_.clear();
+}
+
+WriterTracking::Hold::Hold(Hold&& other) noexcept
+    : owner_(std::exchange(other.owner_, nullptr)), keys_(std::move(other.keys_)) {}
+
+WriterTracking::Hold& WriterTracking::Hold::operator=(Hold&& other) noexcept {
+  if (this != &other) {
+    release();
+    owner_ = std::exchange(other.owner_, nullptr);
+    keys_ = std::move(other.keys_);
+  }
+  return *this;
+}
+
+WriterTracking::Hold::~Hold() { release(); }
 
 }  // namespace sealfs::fs

@@ -1,16 +1,21 @@
 // R4: which backing files are open for writing through the mount, and how
 // their last write handle ended. A file is "in progress" from the open of
 // its first write handle until the seal (or abandon) after its last release
-// has finished, so it never blinks out of sight in between.
+// has finished, so it never blinks out of sight in between: the kernel sends
+// RELEASE after close() has returned, and the closer's next requests may
+// arrive before it.
 #pragma once
 
 #include <sys/types.h>
 
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace sealfs::fs {
 
@@ -28,27 +33,72 @@ CloserState closer_state_from_stat(std::string_view stat_text);
 // Read and judge /proc/<tid>/stat; unreadable → normal.
 CloserState closer_state_of(pid_t tid);
 
+// What the last release of a file's write handles asks for.
+enum class LastClose {
+  untouched,  // no handle changed the file: it stays as it was (sealed or not)
+  seal,       // changed, and every changing handle closed normally
+  abandon,    // a handle that changed it was abandoned (R4)
+};
+
+// How one write handle ended.
+struct HandleEnd {
+  bool changed = false;    // it created, wrote, truncated or allocated the file
+  bool abandoned = false;  // its closer was dying abnormally, or no FLUSH came
+};
+
 class WriterTracking {
  public:
+  using Key = std::pair<dev_t, ino_t>;
+
   void opened(dev_t dev, ino_t ino);
-  // One write handle is gone. When it was the last, returns whether the file
-  // must be abandoned (any of its handles was) rather than sealed; the file
-  // stays in progress until finished() is called.
-  std::optional<bool> released(dev_t dev, ino_t ino, bool abandoned);
+  // One write handle is gone. When it was the last, says what the file needs;
+  // the file stays in progress until finished() is called.
+  std::optional<LastClose> released(dev_t dev, ino_t ino, HandleEnd end);
   void finished(dev_t dev, ino_t ino);
   // An opened() whose open then failed: forget it without sealing anything.
   void cancelled(dev_t dev, ino_t ino);
 
   bool in_progress(dev_t dev, ino_t ino) const;
 
+  // R4's seal gate. The seal after a last release runs while the kernel may
+  // already send the closer's next requests (close() returned at FLUSH). A
+  // seal, and every request that would race with one or needs its result
+  // (setattr, rename, link, unlink, a write open), holds its files for its
+  // duration: one holder per file at a time, so a seal never hashes a file
+  // whose times or mode are being changed, and a rename never moves a file
+  // half sealed.
+  class Hold {
+   public:
+    Hold() = default;
+    Hold(Hold&& other) noexcept;
+    Hold& operator=(Hold&& other) noexcept;
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+    ~Hold();
+
+   private:
+    friend class WriterTracking;
+    void release();
+    WriterTracking* owner_ = nullptr;
+    std::vector<Key> keys_;
+  };
+  // Waits until no one else holds any of keys (taken in one order, so two
+  // holders of the same pair cannot deadlock). Keys of {0, 0} are skipped.
+  [[nodiscard]] Hold hold(std::vector<Key> keys);
+  [[nodiscard]] Hold hold(dev_t dev, ino_t ino) { return hold(std::vector<Key>{{dev, ino}}); }
+
  private:
   struct State {
     unsigned writers = 0;
     unsigned sealing = 0;  // seals/abandons under way after a last release
-    bool abandoned = false;
+    bool changed = false;
+    bool abandoned = false;  // a changing handle was abandoned
   };
   mutable std::mutex mu_;
-  std::map<std::pair<dev_t, ino_t>, State> files_;
+  std::map<Key, State> files_;
+  std::mutex gate_mu_;
+  std::condition_variable gate_cv_;
+  std::set<Key> held_;
 };
 
 }  // namespace sealfs::fs

@@ -1,7 +1,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "fs/writer_tracking.hpp"
 
@@ -44,44 +48,86 @@ TEST(CloserStateTest, ThisLiveProcessIsNormalAndMissingTaskIsNormal) {
   EXPECT_EQ(closer_state_of(-1), CloserState::normal);
 }
 
+constexpr HandleEnd kWrote{true, false};
+constexpr HandleEnd kWroteAbandoned{true, true};
+constexpr HandleEnd kOpenedOnly{false, false};
+constexpr HandleEnd kOpenedOnlyAbandoned{false, true};
+
 TEST(WriterTrackingTest, InProgressUntilTheSealAfterTheLastRelease) {
   WriterTracking w;
   EXPECT_FALSE(w.in_progress(1, 2));
   w.opened(1, 2);
   w.opened(1, 2);
   EXPECT_TRUE(w.in_progress(1, 2));
-  EXPECT_FALSE(w.released(1, 2, false).has_value());  // not the last
-  auto last = w.released(1, 2, false);
+  EXPECT_FALSE(w.released(1, 2, kWrote).has_value());  // not the last
+  auto last = w.released(1, 2, kWrote);
   ASSERT_TRUE(last.has_value());
-  EXPECT_FALSE(*last);                 // seal, not abandon
-  EXPECT_TRUE(w.in_progress(1, 2));    // still, while sealing
+  EXPECT_EQ(*last, LastClose::seal);
+  EXPECT_TRUE(w.in_progress(1, 2));  // still, while sealing
   w.finished(1, 2);
   EXPECT_FALSE(w.in_progress(1, 2));
 }
 
-TEST(WriterTrackingTest, OneAbandonedHandleAbandonsTheFile) {
+TEST(WriterTrackingTest, OneAbandonedHandleThatChangedTheFileAbandonsIt) {
   WriterTracking w;
   w.opened(1, 2);
   w.opened(1, 2);
-  EXPECT_FALSE(w.released(1, 2, true).has_value());
-  auto last = w.released(1, 2, false);
+  EXPECT_FALSE(w.released(1, 2, kWroteAbandoned).has_value());
+  auto last = w.released(1, 2, kOpenedOnly);
   ASSERT_TRUE(last.has_value());
-  EXPECT_TRUE(*last);
+  EXPECT_EQ(*last, LastClose::abandon);
   w.finished(1, 2);
   // The verdict does not stick to the next round of writers.
   w.opened(1, 2);
-  auto next = w.released(1, 2, false);
+  auto next = w.released(1, 2, kWrote);
   ASSERT_TRUE(next.has_value());
-  EXPECT_FALSE(*next);
+  EXPECT_EQ(*next, LastClose::seal);
+}
+
+// R10: `sh -c 'exec 3>>f; exit 1'` must leave f as it was.
+TEST(WriterTrackingTest, AnAbandonedHandleThatChangedNothingLeavesTheFileAlone) {
+  WriterTracking w;
+  w.opened(1, 2);
+  auto last = w.released(1, 2, kOpenedOnlyAbandoned);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(*last, LastClose::untouched);
+  w.finished(1, 2);
+  // Another handle's change is sealed, not abandoned, by an idle abandoned one.
+  w.opened(1, 2);
+  w.opened(1, 2);
+  EXPECT_FALSE(w.released(1, 2, kWrote).has_value());
+  auto mixed = w.released(1, 2, kOpenedOnlyAbandoned);
+  ASSERT_TRUE(mixed.has_value());
+  EXPECT_EQ(*mixed, LastClose::seal);
 }
 
 TEST(WriterTrackingTest, UnknownReleaseAndCancelDoNothing) {
   WriterTracking w;
-  EXPECT_FALSE(w.released(5, 6, false).has_value());
+  EXPECT_FALSE(w.released(5, 6, kWrote).has_value());
   w.opened(5, 6);
   w.cancelled(5, 6);
   EXPECT_FALSE(w.in_progress(5, 6));
-  EXPECT_FALSE(w.released(5, 6, false).has_value());
+  EXPECT_FALSE(w.released(5, 6, kWrote).has_value());
+}
+
+TEST(WriterTrackingTest, AHoldWaitsForTheHoldOnTheSameFileOnly) {
+  WriterTracking w;
+  std::atomic<int> step{0};
+  auto seal = std::make_unique<WriterTracking::Hold>(w.hold(1, 2));
+  {
+    auto other = w.hold(1, 3);  // another file: no wait
+  }
+  std::thread setattr([&] {
+    auto gate = w.hold({{1, 3}, {1, 2}});
+    step = 2;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(step.load(), 0) << "a hold on a file being sealed went through";
+  step = 1;
+  seal.reset();
+  setattr.join();
+  EXPECT_EQ(step.load(), 2);
+  auto again = w.hold({{0, 0}, {1, 2}, {1, 2}});  // absent and repeated keys are fine
 }
 
 TEST(WriterTrackingTest, FilesAreKeptApart) {

@@ -88,7 +88,7 @@ TEST_F(Names, R10LinkThenUnlinkPublishesAFileEntry) {
   EXPECT_TRUE(list_dir(mount_->mountpoint()).count("obj.o"));
 }
 
-TEST_F(Names, R10FifosWorkAndDevicesAreRefused) {
+TEST_F(Names, R10FifosWorkAndDevicesAreShownNeverSealed) {
   ASSERT_EQ(err_of(::mkfifo(m("pipe").c_str(), 0644)), 0);
   struct stat st {};
   ASSERT_EQ(::lstat(m("pipe").c_str(), &st), 0);
@@ -99,9 +99,20 @@ TEST_F(Names, R10FifosWorkAndDevicesAreRefused) {
   char buf[8] = {};
   ASSERT_EQ(::read(fd.get(), buf, sizeof buf), 4);
   EXPECT_EQ(std::string(buf, 4), "ping");
-  EXPECT_EQ(err_of(::mknod(m("null").c_str(), S_IFCHR | 0666, makedev(1, 3))), EPERM);
-  EXPECT_EQ(err_of(::mknod(m("disk").c_str(), S_IFBLK | 0666, makedev(7, 0))), EPERM);
-  EXPECT_EQ(lstat_errno(b("null")), ENOENT);
+  // R10 (amended): device nodes like FIFOs; the mount is nodev, so they
+  // never act as devices through it (bug C: they were refused with EPERM).
+  ASSERT_EQ(err_of(::mknod(m("null").c_str(), S_IFCHR | 0666, makedev(1, 3))), 0);
+  ASSERT_EQ(err_of(::mknod(m("disk").c_str(), S_IFBLK | 0666, makedev(7, 0))), 0);
+  ASSERT_EQ(::lstat(m("null").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  EXPECT_EQ(st.st_rdev, makedev(1, 3));
+  ASSERT_EQ(::lstat(m("disk").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISBLK(st.st_mode));
+  EXPECT_EQ(lstat_errno(b(".sealfs-manifest.null")), ENOENT);
+  UniqueFd dev(::open(m("null").c_str(), O_RDONLY | O_CLOEXEC));
+  EXPECT_FALSE(dev.valid()) << "a device node opened through a nodev mount";
+  EXPECT_EQ(errno, EACCES);
+  EXPECT_EQ(err_of(::unlink(m("null").c_str())), 0);
 }
 
 TEST_F(Names, SymlinksAreShownAsTheyAre) {

@@ -65,7 +65,7 @@ TEST_F(PublishTest, DurableDirectoryPublishRunsTheFsyncPath) {
   stage("tmp/s", {{"a", "a"}});
   std::vector<std::string> steps;
   options().fault_hook = [&](std::string_view step) {
-    steps.emplace_back(step);
+    if (step != seal_steps::kHashing) steps.emplace_back(step);  // a pause point, not a step
     return false;
   };
   open_store();
