@@ -14,6 +14,7 @@
 #include <rapidjson/writer.h>
 
 #include "core/json_dom.hpp"
+#include "core/store_paths.hpp"  // kMaxTreeDepth
 
 namespace sealfs {
 
@@ -188,15 +189,18 @@ bool is_known_key(std::string_view key) {
 }  // namespace
 
 bool is_valid_manifest_path(std::string_view rel) {
-  if (rel.empty() || rel.size() >= PATH_MAX) return false;
+  // No PATH_MAX bound: paths inside B may be longer (R10), and the store
+  // reaches them one component at a time. The depth bound is the store's.
+  if (rel.empty()) return false;
   std::size_t start = 0;
-  for (;;) {
+  for (int depth = 1; depth <= kMaxTreeDepth; ++depth) {
     std::size_t slash = rel.find('/', start);
     std::string_view comp = rel.substr(start, slash == std::string_view::npos ? rel.npos : slash - start);
     if (!is_valid_component(comp)) return false;
     if (slash == std::string_view::npos) return true;
     start = slash + 1;
   }
+  return false;
 }
 
 Result<std::string> canonical_json(std::string_view json) {

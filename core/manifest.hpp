@@ -61,8 +61,8 @@ std::string serialize_manifest(const Manifest& manifest);
 Result<std::string> canonical_json(std::string_view json);
 
 // True when rel is a relative path acceptable as a manifest key: '/'-separated
-// components, none empty, ".", ".." or longer than NAME_MAX, no NUL, shorter
-// than PATH_MAX. Reserved names (".sealfs…") are the store's business, not
+// components, none empty, ".", ".." or longer than NAME_MAX, no NUL, at most
+// kMaxTreeDepth of them (no PATH_MAX bound, R10). Reserved names (".sealfs…") are the store's business, not
 // checked here.
 bool is_valid_manifest_path(std::string_view rel);
 

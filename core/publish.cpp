@@ -505,7 +505,7 @@ Status Store::rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd, 
   return done;
 }
 
-Result<Found> Store::link(int src_path_fd, int dst_dir_fd, std::string_view dst_name) {
+Result<Found> Store::link(int src_path_fd, int dst_dir_fd, std::string_view dst_name, PlaceHint src_hint) {
   Impl& s = *impl_;
   Impl::DeferredInvalidations held(s);
   if (!is_valid_name(dst_name)) return make_error(EINVAL, "invalid name");
@@ -513,7 +513,7 @@ Result<Found> Store::link(int src_path_fd, int dst_dir_fd, std::string_view dst_
   auto st = stat_fd(src_path_fd);
   if (!st) return st.error();
   if (S_ISDIR(st->st_mode)) return make_error(EPERM, "hard links to directories are not allowed");
-  auto placed = s.place(src_path_fd);
+  auto placed = s.place(src_path_fd, nullptr, nullptr, src_hint);
   if (!placed) return make_error(ENOENT, placed.error().message);
   auto sctx = s.context_of(placed->parent.get());
   if (!sctx) return sctx.error();

@@ -46,10 +46,10 @@ Status Store::Impl::seal_at(const DirContext& ctx, int dir_fd, std::string_view 
 // reading the file's path and reaching it (the closer goes on while the seal
 // runs): then the file is followed to its new place as long as it exists.
 // Absent (unlinked, moved out of B) → ENOENT: nothing to seal.
-Result<std::pair<Store::Impl::Placed, DirContext>> Store::Impl::place_closed_file(int path_fd) {
+Result<std::pair<Store::Impl::Placed, DirContext>> Store::Impl::place_closed_file(int path_fd, PlaceHint hint) {
   constexpr int kMovesFollowed = 64;
   for (int attempt = 0;; ++attempt) {
-    auto placed = place(path_fd);
+    auto placed = place(path_fd, nullptr, nullptr, hint);
     if (placed) {
       auto ctx = context_of(placed->parent.get());
       if (ctx) return std::pair{std::move(*placed), std::move(*ctx)};
@@ -63,13 +63,13 @@ Result<std::pair<Store::Impl::Placed, DirContext>> Store::Impl::place_closed_fil
   }
 }
 
-Status Store::seal(int path_fd) {
+Status Store::seal(int path_fd, PlaceHint hint) {
   Impl& s = *impl_;
   Impl::DeferredInvalidations held(s);
   auto st = stat_fd(path_fd);
   if (!st) return st.error();
   if (!S_ISREG(st->st_mode)) return {};  // only regular files are written in place
-  auto where = s.place_closed_file(path_fd);
+  auto where = s.place_closed_file(path_fd, hint);
   if (!where) return where.code() == ENOENT ? Status{} : Status(where.error());
   auto& [placed_v, ctx_v] = *where;
   Impl::Placed* placed = &placed_v;
@@ -81,12 +81,12 @@ Status Store::seal(int path_fd) {
   return {};
 }
 
-Status Store::abandon(int path_fd) {
+Status Store::abandon(int path_fd, PlaceHint hint) {
   Impl& s = *impl_;
   auto st = stat_fd(path_fd);
   if (!st) return st.error();
   if (!S_ISREG(st->st_mode)) return {};
-  auto where = s.place_closed_file(path_fd);
+  auto where = s.place_closed_file(path_fd, hint);
   if (!where) return where.code() == ENOENT ? Status{} : Status(where.error());
   auto& [placed_v, ctx_v] = *where;
   Impl::Placed* placed = &placed_v;
@@ -105,14 +105,14 @@ Status Store::abandon(int path_fd) {
   return {};
 }
 
-Status Store::truncate(int path_fd, off_t size) {
+Status Store::truncate(int path_fd, off_t size, PlaceHint hint) {
   if (size < 0) return make_error(EINVAL, "negative size");
   auto fd = reopen_fd(path_fd, O_WRONLY);
   if (!fd) return fd.error();
   while (::ftruncate(fd->get(), size) != 0) {
     if (errno != EINTR) return errno_error("ftruncate");
   }
-  return seal(path_fd);
+  return seal(path_fd, hint);
 }
 
 }  // namespace sealfs

@@ -182,7 +182,7 @@ Result<std::vector<DirItem>> Store::list(int dir_fd) {
   return out;
 }
 
-Result<UniqueFd> Store::open(int path_fd, int flags) {
+Result<UniqueFd> Store::open(int path_fd, int flags, PlaceHint hint) {
   Impl& s = *impl_;
   if ((flags & (O_CREAT | O_EXCL)) != 0) return make_error(EINVAL, "open: O_CREAT/O_EXCL belong to create");
   auto st = stat_fd(path_fd);
@@ -208,7 +208,7 @@ Result<UniqueFd> Store::open(int path_fd, int flags) {
       return make_error(ESTALE, why);
     };
     DirContext parent_ctx;
-    auto placed = s.place(path_fd, &parent_ctx, &*st);
+    auto placed = s.place(path_fd, &parent_ctx, &*st, hint);
     if (!placed) return open_replaced(placed.error().message);
     const DirContext* ctx = &parent_ctx;
     if (!s.profile.is_volatile(placed->rel)) {
@@ -251,8 +251,8 @@ Result<UniqueFd> Store::open(int path_fd, int flags) {
   return reopen_fd(path_fd, flags, &*st);
 }
 
-Result<bool> Store::in_volatile_area(int path_fd) {
-  auto rel = impl_->rel_of(path_fd);
+Result<bool> Store::in_volatile_area(int path_fd, PlaceHint hint) {
+  auto rel = impl_->rel_of(path_fd, hint);
   if (!rel) return rel.error();
   return impl_->profile.is_volatile(*rel);
 }

@@ -105,6 +105,17 @@ struct StoreOptions {
   std::function<bool(std::string_view step)> fault_hook;
 };
 
+// Where the caller last saw an object: the fd of the directory it was seen
+// in and its name there. /proc cannot name an object deeper than PATH_MAX,
+// and the O_PATH fd of a file (unlike a directory's) cannot climb ".." to
+// the root, so the calls that locate a file by its fd take this hint. It is
+// used only after dir_fd/name is checked to be the same object (dev, ino);
+// a stale or missing hint leaves the /proc path, or an errno.
+struct PlaceHint {
+  int dir_fd = -1;
+  std::string_view name;
+};
+
 class Store {
  public:
   // Opens the backing directory (O_PATH|O_DIRECTORY), creates B/.sealfs/ and
@@ -136,13 +147,13 @@ class Store {
   // Whether the object behind path_fd lies in a volatile area now (where it
   // is, not where it was looked up: the kernel keeps names across renames).
   // ESTALE when deleted, ENOENT when no longer below the root.
-  Result<bool> in_volatile_area(int path_fd);
+  Result<bool> in_volatile_area(int path_fd, PlaceHint hint = {});
   // Open a visible object for I/O with open(2) flags (O_CREAT/O_EXCL not
   // allowed here). A read open of a sealed file checks its stamp (verify=changed)
   // or rehashes it (verify=always); damage found now → quarantine and ENOENT.
   // ESTALE: path_fd's object was replaced or unlinked since its lookup and is
   // not the verified content; look the name up again.
-  Result<UniqueFd> open(int path_fd, int flags);
+  Result<UniqueFd> open(int path_fd, int flags, PlaceHint hint = {});
 
   // ---- Creation (R5, R7, R10) ------------------------------------------
   struct Created {
@@ -165,15 +176,17 @@ class Store {
   // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.
   Status rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd, std::string_view dst_name,
                 unsigned flags);
-  Result<Found> link(int src_path_fd, int dst_dir_fd, std::string_view dst_name);
+  // src_hint: where the source was last seen (PlaceHint).
+  Result<Found> link(int src_path_fd, int dst_dir_fd, std::string_view dst_name, PlaceHint src_hint = {});
 
   // ---- In-place writes (R4) ----------------------------------------------
   // path_fd: the file's O_PATH fd. seal: last close of a normal writer;
   // abandon: last close of a writer that was killed or exited non-zero.
-  Status seal(int path_fd);
-  Status abandon(int path_fd);
+  // hint: where the file was last seen (PlaceHint).
+  Status seal(int path_fd, PlaceHint hint = {});
+  Status abandon(int path_fd, PlaceHint hint = {});
   // Truncate by path with no handle open: truncate, then re-seal at once.
-  Status truncate(int path_fd, off_t size);
+  Status truncate(int path_fd, off_t size, PlaceHint hint = {});
 
   // ---- Offline tools -------------------------------------------------------
   Result<FsckReport> fsck(bool repair);

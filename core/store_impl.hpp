@@ -83,7 +83,10 @@ struct Store::Impl {
   std::mutex& manifest_lock(const struct stat& holder);
 
   // ---- where things are ---------------------------------------------------
-  Result<std::string> rel_of(int fd) const;
+  // fd's path below the root, from /proc; beyond PATH_MAX by climbing (a
+  // directory) or from hint (a file), see rel_beyond_path_max.
+  Result<std::string> rel_of(int fd, PlaceHint hint = {}) const;
+  Result<std::string> rel_beyond_path_max(int fd, PlaceHint hint) const;
   Result<DirContext> context_of(int dir_fd) const;
   // The walk context_of does from the root along ctx.rel; the directory reached.
   Result<UniqueFd> walk_context(DirContext& ctx) const;
@@ -98,10 +101,12 @@ struct Store::Impl {
   };
   // With parent_ctx, also that parent's context (as context_of), from one walk.
   // known: a stat of path_fd the caller already has.
-  Result<Placed> place(int path_fd, DirContext* parent_ctx = nullptr, const struct stat* known = nullptr) const;
+  // hint: where the caller last saw the object (Store's PlaceHint).
+  Result<Placed> place(int path_fd, DirContext* parent_ctx = nullptr, const struct stat* known = nullptr,
+                       PlaceHint hint = {}) const;
   // place() and the parent's context for a file closed through M, followed
   // across directory renames (seal.cpp); ENOENT when it no longer exists.
-  Result<std::pair<Placed, DirContext>> place_closed_file(int path_fd);
+  Result<std::pair<Placed, DirContext>> place_closed_file(int path_fd, PlaceHint hint);
   EntryLocation dir_entry_location(int dir_fd, const struct stat& st) const;
   EntryLocation file_entry_location(int parent_fd, std::string_view name, const struct stat& st) const;
 

@@ -10,15 +10,37 @@
 
 namespace sealfs {
 
-Result<std::string> Store::Impl::rel_of(int fd) const {
-  auto path = fd_path(fd);
-  if (!path) return path.error();
-  auto rel = rel_below(root_path, *path);
+Result<std::string> Store::Impl::rel_of(int fd, PlaceHint hint) const {
+  auto rel = [&]() -> Result<std::string> {
+    auto path = fd_path(fd);
+    if (path) return rel_below(root_path, *path);
+    if (path.code() != ENAMETOOLONG) return path.error();
+    return rel_beyond_path_max(fd, hint);
+  }();
   if (!rel) return rel.error();
   // Anything under B/.sealfs (the quarantine included) is not ours to show.
   auto parts = split_rel(*rel);
   if (!parts.empty() && is_reserved_name(parts.front())) return make_error(ENOENT, "inside " + std::string(kStateDir));
   return rel;
+}
+
+// /proc names no object deeper than PATH_MAX, but paths inside B have no such
+// limit (R10). A directory can climb ".." to the root; a file's O_PATH fd
+// cannot, so it is found through the caller's hint, once the hint checks out.
+Result<std::string> Store::Impl::rel_beyond_path_max(int fd, PlaceHint hint) const {
+  auto st = stat_fd(fd);
+  if (!st) return st.error();
+  if (S_ISDIR(st->st_mode)) return dir_rel_by_climbing(fd, root_st);
+  if (hint.dir_fd >= 0 && is_valid_name(hint.name)) {
+    auto now = stat_at(hint.dir_fd, hint.name);
+    if (now && same_object(*now, *st)) {
+      auto parent = rel_of(hint.dir_fd);
+      if (!parent) return parent.error();
+      return join_rel(*parent, hint.name);
+    }
+  }
+  if (st->st_nlink == 0) return make_error(ESTALE, "object was deleted");
+  return make_error(ENAMETOOLONG, "path beyond PATH_MAX, and no hint of where the file is");
 }
 
 // Walks down from the root along ctx.rel without following symlinks, noting
@@ -83,10 +105,11 @@ Result<DirContext> Store::Impl::context_of(int dir_fd) const {
   return ctx;
 }
 
-Result<Store::Impl::Placed> Store::Impl::place(int path_fd, DirContext* parent_ctx, const struct stat* known) const {
+Result<Store::Impl::Placed> Store::Impl::place(int path_fd, DirContext* parent_ctx, const struct stat* known,
+                                                PlaceHint hint) const {
   Result<struct stat> st = known != nullptr ? Result<struct stat>(*known) : stat_fd(path_fd);
   if (!st) return st.error();
-  auto rel = rel_of(path_fd);
+  auto rel = rel_of(path_fd, hint);
   if (!rel) return rel.error();
   if (rel->empty()) return make_error(EINVAL, "the root has no parent");
   auto [parent_rel, name] = split_parent(*rel);

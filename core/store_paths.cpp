@@ -60,6 +60,75 @@ Result<std::string> fd_path(int fd) {
   return buf;
 }
 
+namespace {
+
+// The name under which parent holds the object `child` (a directory): the
+// entry whose d_ino matches, confirmed by fstatat; then, for mount points
+// (whose d_ino is the covered directory's), every directory entry by fstatat.
+// ENOENT when none holds it (it moved meanwhile).
+Result<std::string> name_in(int parent_fd, const struct stat& child) {
+  auto fd = open_dir_readable(parent_fd);
+  if (!fd) return fd.error();
+  struct DirCloser {
+    void operator()(DIR* d) const { ::closedir(d); }
+  };
+  std::unique_ptr<DIR, DirCloser> dir(::fdopendir(fd->get()));
+  if (!dir) return errno_error("fdopendir");
+  fd->release();  // now owned by the DIR stream
+  auto holds = [&](const char* name) {
+    struct stat st {};
+    return ::fstatat(parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && same_object(st, child);
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    ::rewinddir(dir.get());
+    for (;;) {
+      errno = 0;
+      struct dirent* de = ::readdir(dir.get());
+      if (de == nullptr) {
+        if (errno != 0) return errno_error("readdir");
+        break;
+      }
+      std::string_view name(de->d_name);
+      if (name == "." || name == "..") continue;
+      const bool candidate = pass == 0 ? de->d_ino == child.st_ino
+                                       : (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) && de->d_ino != child.st_ino;
+      if (candidate && holds(de->d_name)) return std::string(name);
+    }
+  }
+  return make_error(ENOENT, "directory not found in its parent (moved meanwhile)");
+}
+
+}  // namespace
+
+Result<std::string> dir_rel_by_climbing(int dir_fd, const struct stat& root_st) {
+  int raw = ::openat(dir_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (raw < 0) return errno_error("openat .");
+  UniqueFd cur(raw);
+  auto first = stat_fd(cur.get());
+  if (!first) return first.error();
+  struct stat st = *first;
+  std::vector<std::string> names;  // leaf first
+  while (!same_object(st, root_st)) {
+    // The store walks no deeper than this (walk_context), so neither does the climb.
+    if (static_cast<int>(names.size()) >= kMaxTreeDepth) return make_error(ELOOP, "directory too deep");
+    // ".." of a deleted directory is ENOENT: deleted objects are not below the root.
+    raw = ::openat(cur.get(), "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (raw < 0) return errno_error("openat ..");
+    UniqueFd parent(raw);
+    auto pst = stat_fd(parent.get());
+    if (!pst) return pst.error();
+    if (same_object(*pst, st)) return make_error(ENOENT, "outside the backing root");  // reached "/"
+    auto name = name_in(parent.get(), st);
+    if (!name) return name.error();
+    names.push_back(std::move(*name));
+    cur = std::move(parent);
+    st = *pst;
+  }
+  std::string rel;
+  for (auto it = names.rbegin(); it != names.rend(); ++it) rel = join_rel(rel, *it);
+  return rel;
+}
+
 Result<std::string> rel_below(std::string_view root_path, std::string_view path) {
   if (path == root_path) return std::string();
   std::string prefix(root_path);
@@ -106,12 +175,14 @@ Result<UniqueFd> open_beneath(int dir_fd, std::string_view rel, int flags) {
   if (static_cast<int>(parts.size()) > kMaxTreeDepth) return make_error(ELOOP, "path too deep");
   for (const auto& p : parts)
     if (p == "." || p == "..") return make_error(ENOENT, "'..' or '.' in a backing path");
-  if (!g_openat2_missing.load(std::memory_order_relaxed)) {
-    std::string joined;
-    for (const auto& p : parts) joined = join_rel(joined, p);
+  std::string joined;
+  for (const auto& p : parts) joined = join_rel(joined, p);
+  // openat2 takes one path string, which the kernel caps at PATH_MAX; deeper
+  // paths (R10) take the walk, whose components are each short.
+  if (joined.size() < PATH_MAX && !g_openat2_missing.load(std::memory_order_relaxed)) {
     auto r = openat2_beneath(dir_fd, joined, flags);
-    if (r.ok() || r.code() != ENOSYS) return r;
-    g_openat2_missing.store(true, std::memory_order_relaxed);
+    if (r.ok() || (r.code() != ENOSYS && r.code() != ENAMETOOLONG)) return r;
+    if (r.code() == ENOSYS) g_openat2_missing.store(true, std::memory_order_relaxed);
   }
   return walk_beneath(dir_fd, parts, flags);
 }

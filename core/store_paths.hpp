@@ -1,7 +1,8 @@
 // Safe path handling below the backing root: every walk is relative to a
 // directory fd, never follows a symlink, and never leaves the root. Paths of
 // objects are derived from their fds (/proc/self/fd), so renames made behind
-// the mount's back are seen, not remembered wrongly.
+// the mount's back are seen, not remembered wrongly; beyond PATH_MAX, where
+// /proc cannot name them, directories climb ".." (dir_rel_by_climbing).
 #pragma once
 
 #include <sys/stat.h>
@@ -29,6 +30,15 @@ struct DirChild {
 
 // Absolute path the kernel holds for fd. ESTALE when the object was deleted.
 Result<std::string> fd_path(int fd);
+// Path below the root (root_st: the root's stat; "" for the root itself) of
+// the directory dir_fd, found without /proc: climbing ".." to the root and
+// finding each directory's name in its parent by a scan. For directories
+// deeper than PATH_MAX, which the kernel cannot name (fd_path answers
+// ENAMETOOLONG); O(depth × directory size), so only as the fallback. The
+// answer may be stale by the time it returns: callers check it by walking
+// down again. ENOENT when dir_fd is not below the root (or was deleted),
+// ELOOP beyond kMaxTreeDepth levels.
+Result<std::string> dir_rel_by_climbing(int dir_fd, const struct stat& root_st);
 // rel of `path` below `root_path`: "" for the root itself. ENOENT when path
 // is not below the root (moved out behind our back).
 Result<std::string> rel_below(std::string_view root_path, std::string_view path);
@@ -43,7 +53,8 @@ std::pair<std::string, std::string> split_parent(std::string_view rel);
 // component (the last included unless flags has O_PATH|O_NOFOLLOW, which opens
 // the link itself) and ".." anywhere. openat2(RESOLVE_BENEATH |
 // RESOLVE_NO_SYMLINKS) where the kernel has it, else a walk of
-// O_NOFOLLOW openat() calls. rel "" reopens dir_fd itself.
+// O_NOFOLLOW openat() calls (also for rel of PATH_MAX or more, which openat2
+// cannot take). rel "" reopens dir_fd itself.
 Result<UniqueFd> open_beneath(int dir_fd, std::string_view rel, int flags);
 // Opens the object behind an O_PATH fd with new flags, through its
 // /proc/self/fd magic link (as libfuse's passthrough_ll does): no name is

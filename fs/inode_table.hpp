@@ -16,6 +16,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 
@@ -51,9 +53,31 @@ class Inode {
     fd_.swap(fresh);
   }
 
+  // Where the adapter last saw this object (lookup, create, link, readdirplus,
+  // a rename through the mount): its directory's fd and its name there. The
+  // store locates a file deeper than PATH_MAX by it (PlaceHint), after
+  // checking that it still holds; the fd is shared with the directory's
+  // inode and kept open while this hint lasts.
+  struct SeenAt {
+    std::shared_ptr<const UniqueFd> dir;  // null: never seen under a name
+    std::string name;
+    PlaceHint hint() const { return dir ? PlaceHint{dir->get(), name} : PlaceHint{}; }
+  };
+  void seen_at(std::shared_ptr<const UniqueFd> dir, std::string_view name) {
+    SeenAt fresh{std::move(dir), std::string(name)};
+    std::lock_guard lock(mu_);
+    std::swap(seen_, fresh);
+  }
+  // A copy: the caller's hint stays valid however the inode is seen meanwhile.
+  SeenAt last_seen() const {
+    std::lock_guard lock(mu_);
+    return seen_;
+  }
+
  private:
   mutable std::mutex mu_;
   std::shared_ptr<const UniqueFd> fd_;  // never null
+  SeenAt seen_;
 };
 
 using InodeRef = std::shared_ptr<Inode>;

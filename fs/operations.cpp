@@ -7,6 +7,7 @@
 // local filesystem) but are not seen by other hosts sharing B.
 #include <dirent.h>
 #include <fcntl.h>
+#include <stdio.h>  // RENAME_EXCHANGE
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -117,12 +118,14 @@ void give_to_caller(const Filesystem& fs, fuse_req_t req, int parent_fd, Found& 
   }
 }
 
-// Put a found object into the inode table and describe it for the kernel.
-fuse_entry_param remember(Filesystem& fs, Found&& found) {
+// Put a found object (seen as `name` in `dir`) into the inode table and
+// describe it for the kernel.
+fuse_entry_param remember(Filesystem& fs, Found&& found, const Inode& dir, std::string_view name) {
   fuse_entry_param e{};
   e.attr = found.st;
   const double timeout = timeout_for(fs, found.kind, found.st.st_mode);
   InodeRef inode = fs.inodes.remember(std::move(found));
+  inode->seen_at(dir.path_fd(), name);
   e.ino = inode->id;
   e.generation = 0;  // ids are never reused within a mount
   e.attr_timeout = timeout;
@@ -130,8 +133,8 @@ fuse_entry_param remember(Filesystem& fs, Found&& found) {
   return e;
 }
 
-void reply_entry(fuse_req_t req, Filesystem& fs, Found&& found) {
-  fuse_entry_param e = remember(fs, std::move(found));
+void reply_entry(fuse_req_t req, Filesystem& fs, Found&& found, const Inode& dir, std::string_view name) {
+  fuse_entry_param e = remember(fs, std::move(found), dir, name);
   // The request may have been interrupted: then the kernel never learns of
   // this lookup and must not be counted as holding it.
   if (fuse_reply_entry(req, &e) != 0) fs.inodes.forget(e.ino, 1);
@@ -167,7 +170,8 @@ bool writes_tracked(Filesystem& fs, const Inode& inode) {
   struct stat st {};
   if (stat_fd(pfd_ref->get(), st) != 0) return tracked_kind(inode.kind);
   if (!S_ISREG(st.st_mode)) return false;  // FIFOs and sockets are never sealed
-  auto in_volatile = fs.store->in_volatile_area(pfd_ref->get());
+  const auto seen = inode.last_seen();
+  auto in_volatile = fs.store->in_volatile_area(pfd_ref->get(), seen.hint());
   return in_volatile ? !*in_volatile : tracked_kind(inode.kind);
 }
 
@@ -184,7 +188,9 @@ void finish_handle(Filesystem& fs, FileHandle& handle) {
   if (*last != LastClose::untouched) {
     auto gate = fs.writers.hold(inode->dev, inode->ino);
     const auto pfd = inode->path_fd();
-    status = *last == LastClose::abandon ? fs.store->abandon(pfd->get()) : fs.store->seal(pfd->get());
+    const auto seen = inode->last_seen();
+    status = *last == LastClose::abandon ? fs.store->abandon(pfd->get(), seen.hint())
+                                         : fs.store->seal(pfd->get(), seen.hint());
   }
   fs.writers.finished(inode->dev, inode->ino);
   if (!status)
@@ -208,7 +214,7 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     if (!dir) return;
     auto found = fs.store->lookup(dir->path_fd()->get(), name);
     if (!found) return reply_error(req, found.error());
-    reply_entry(req, fs, std::move(*found));
+    reply_entry(req, fs, std::move(*found), *dir, name);
   });
 }
 
@@ -268,7 +274,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
       if (hfd >= 0) {
         if (::ftruncate(hfd, attr->st_size) != 0) return (void)fuse_reply_err(req, errno_or(EIO));
         handle->changed = true;
-      } else if (Status s = fs.store->truncate(pfd, attr->st_size); !s) {
+      } else if (Status s = fs.store->truncate(pfd, attr->st_size, inode->last_seen().hint()); !s) {
         return reply_error(req, s.error());
       }
     }
@@ -302,10 +308,11 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino) {
 
 // ---- creation and removal ------------------------------------------------------
 
-void reply_created(fuse_req_t req, Filesystem& fs, const InodeRef& dir, Result<Found> found, mode_t mode) {
+void reply_created(fuse_req_t req, Filesystem& fs, const InodeRef& dir, std::string_view name, Result<Found> found,
+                   mode_t mode) {
   if (!found) return reply_error(req, found.error());
   give_to_caller(fs, req, dir->path_fd()->get(), *found, mode);
-  reply_entry(req, fs, std::move(*found));
+  reply_entry(req, fs, std::move(*found), *dir, name);
 }
 
 void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
@@ -313,7 +320,7 @@ void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) 
     Filesystem& fs = fs_of(req);
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
-    reply_created(req, fs, dir, fs.store->mkdir(dir->path_fd()->get(), name, mode), mode);
+    reply_created(req, fs, dir, name, fs.store->mkdir(dir->path_fd()->get(), name, mode), mode);
   });
 }
 
@@ -322,7 +329,7 @@ void op_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const cha
     Filesystem& fs = fs_of(req);
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
-    reply_created(req, fs, dir, fs.store->symlink(dir->path_fd()->get(), name, target), 0);
+    reply_created(req, fs, dir, name, fs.store->symlink(dir->path_fd()->get(), name, target), 0);
   });
 }
 
@@ -331,7 +338,7 @@ void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, 
     Filesystem& fs = fs_of(req);
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
-    reply_created(req, fs, dir, fs.store->mknod(dir->path_fd()->get(), name, mode, rdev), mode);
+    reply_created(req, fs, dir, name, fs.store->mknod(dir->path_fd()->get(), name, mode, rdev), mode);
   });
 }
 
@@ -343,9 +350,10 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* n
     InodeRef dir = inode_or_reply(req, newparent);
     if (!dir) return;
     auto gate = fs.writers.hold(inode->dev, inode->ino);  // a link publishes what a seal settles
-    auto found = fs.store->link(inode->path_fd()->get(), dir->path_fd()->get(), newname);
+    const auto seen = inode->last_seen();
+    auto found = fs.store->link(inode->path_fd()->get(), dir->path_fd()->get(), newname, seen.hint());
     if (!found) return reply_error(req, found.error());
-    reply_entry(req, fs, std::move(*found));  // a link keeps the object's owner
+    reply_entry(req, fs, std::move(*found), *dir, newname);  // a link keeps the object's owner
   });
 }
 
@@ -380,8 +388,18 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
     const auto dfd = dst->path_fd();
     // A file closed a moment ago may still be being sealed: move it (or
     // replace it) only once its seal has settled.
-    auto gate = fs.writers.hold({key_of(sfd->get(), name), key_of(dfd->get(), newname)});
-    fuse_reply_err(req, fs.store->rename(sfd->get(), name, dfd->get(), newname, flags).code());
+    const WriterTracking::Key moved = key_of(sfd->get(), name);
+    const WriterTracking::Key swapped = key_of(dfd->get(), newname);
+    auto gate = fs.writers.hold({moved, swapped});
+    const Status renamed = fs.store->rename(sfd->get(), name, dfd->get(), newname, flags);
+    if (renamed) {
+      // The kernel keeps its names across a rename and looks nothing up:
+      // the moved objects are seen where they went (Inode::seen_at).
+      if (auto inode = fs.inodes.find(moved.first, moved.second)) inode->seen_at(dfd, newname);
+      if ((flags & RENAME_EXCHANGE) != 0)
+        if (auto inode = fs.inodes.find(swapped.first, swapped.second)) inode->seen_at(sfd, name);
+    }
+    fuse_reply_err(req, renamed.code());
   });
 }
 
@@ -403,7 +421,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     handle->fd = std::move(created->open_fd);
     handle->tracked = tracked;
     handle->changed = created->made || (fi->flags & O_TRUNC) != 0;
-    fuse_entry_param e = remember(fs, std::move(created->found));
+    fuse_entry_param e = remember(fs, std::move(created->found), *dir, name);
     handle->inode = fs.inodes.get(e.ino);
     if (tracked) fs.writers.opened(handle->inode->dev, handle->inode->ino);
     fi->fh = fs.files.add(handle);
@@ -434,7 +452,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
         gate = fs.writers.hold(inode->dev, inode->ino);
         fs.writers.opened(inode->dev, inode->ino);
       }
-      fd = fs.store->open(inode->path_fd()->get(), flags);
+      fd = fs.store->open(inode->path_fd()->get(), flags, inode->last_seen().hint());
     }
     if (!fd) {
       if (tracked) fs.writers.cancelled(inode->dev, inode->ino);
@@ -600,7 +618,7 @@ void do_readdir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool
           e.attr.st_mode = static_cast<mode_t>(item.type) << 12;
           entsize = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &e, next);
         } else {
-          fuse_entry_param e = remember(fs, std::move(*found));
+          fuse_entry_param e = remember(fs, std::move(*found), *dir->inode, name);
           entsize = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &e, next);
           // Only entries whose attributes reached the kernel count as looked up.
           if (entsize > size - used) fs.inodes.forget(e.ino, 1);

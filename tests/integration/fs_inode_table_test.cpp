@@ -81,6 +81,19 @@ TEST_F(InodeTableTest, IdsAreNotReusedAndUnknownIdsAreNotFound) {
   table_.forget(987654321, 1);  // harmless
 }
 
+TEST_F(InodeTableTest, SeenAtGivesAHintThatOutlivesTheNextSighting) {
+  InodeRef a = table_.remember(found_for(dir_ / "a", ObjectKind::file_entry));
+  EXPECT_EQ(a->last_seen().hint().dir_fd, -1);  // never seen under a name: no hint
+  InodeRef root = table_.get(FUSE_ROOT_ID);
+  a->seen_at(root->path_fd(), "a");
+  const auto seen = a->last_seen();
+  EXPECT_EQ(seen.hint().dir_fd, root->path_fd()->get());
+  EXPECT_EQ(seen.hint().name, "a");
+  a->seen_at(root->path_fd(), "renamed");  // a rename through the mount
+  EXPECT_EQ(seen.hint().name, "a");         // the copy a request holds stays as it was
+  EXPECT_EQ(a->last_seen().hint().name, "renamed");
+}
+
 TEST(HandleTableTest, TakeRemovesAndUnknownIsNull) {
   HandleTable<int> handles;
   const auto id = handles.add(std::make_shared<int>(7));

@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "core/store_paths.hpp"  // kMaxTreeDepth
+
 namespace sealfs {
 namespace {
 
@@ -235,13 +237,18 @@ TEST(ManifestPath, Invalid) {
   for (const auto& p : bad) EXPECT_FALSE(is_valid_manifest_path(p)) << p;
 }
 
-TEST(ManifestPath, LengthBound) {
-  std::string path;
-  while (path.size() + 100 < PATH_MAX) path += std::string(99, 'd') + "/";
-  std::string ok = path + std::string(PATH_MAX - 1 - path.size(), 'f');
-  ASSERT_EQ(ok.size(), static_cast<std::size_t>(PATH_MAX - 1));
-  EXPECT_TRUE(is_valid_manifest_path(ok));
-  EXPECT_FALSE(is_valid_manifest_path(ok + "f"));
+// No PATH_MAX bound (R10: an entry may hold a file deeper than that); the
+// bound is the store's walking depth, kMaxTreeDepth components.
+TEST(ManifestPath, DepthBoundNotLengthBound) {
+  std::string deep;
+  for (int i = 0; i < 32; ++i) deep += std::string(127, 'd') + "/";
+  deep += "f";
+  ASSERT_GT(deep.size(), static_cast<std::size_t>(PATH_MAX));
+  EXPECT_TRUE(is_valid_manifest_path(deep));
+  std::string at_bound;
+  for (int i = 1; i < kMaxTreeDepth; ++i) at_bound += "d/";
+  EXPECT_TRUE(is_valid_manifest_path(at_bound + "f"));
+  EXPECT_FALSE(is_valid_manifest_path("d/" + at_bound + "f"));
 }
 
 }  // namespace
