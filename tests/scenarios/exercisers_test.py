@@ -2,9 +2,11 @@
 
 Programs that no one on the team wrote, from Debian's packages, each run
 twice in the same test: first in a plain directory, then on a fresh sealfs
-mount (generic profile, cache_timeout=1; some also on the tilelang profile).
+mount (generic profile, cache_timeout=1; fio also in the tilelang profile's
+volatile tmp/, the plain passthrough path TileLang's temporary files take).
 
   stress-ng   --verify, the filesystem stressors, 2 workers, ~10 s each
+              (in 4 groups that run their stressors at the same time)
   fio         verify=crc32c on in-place writes: sequential, random, the mmap
               engine, 4 jobs at once (own files, and one shared file)
   rsync       -a of (part of) /usr/include, an update after touching and
@@ -25,8 +27,11 @@ For every exerciser:
   - after the unmount, `sealfs fsck` of the backing store reports no damage:
     exit 0, no invalid entry and nothing foreign outside volatile areas
     (everything an exerciser wrote through the mount must have been sealed),
-    and, except for stress-ng (whose workers may be killed), nothing in
-    quarantine.
+    and nothing in quarantine, except for stress-ng: some of its stressors
+    SIGKILL their own children, which may hold the last descriptor of a file
+    (flock: the parent creates the file O_RDWR, forks 3 children that share
+    the descriptor, closes its own and SIGKILLs them), and R4 abandons a
+    file whose final close comes from a killed task; those are printed.
 
 Every count (runs, files, bytes, seconds) is printed, and a summary at the
 end. $SEALFS_SOAK_ROUNDS overrides the number of small-tree rounds (20).
