@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <new>
 
+#include "core/cancel.hpp"
+
 namespace sealfs {
 
 namespace {
@@ -124,6 +126,8 @@ Result<FileDigest> sha256_fd(int fd, std::uint64_t* bytes_hashed) {
       return errno_error("pread while hashing");
     }
     if (n == 0) break;
+    // A caller that gave up, or a daemon shutting down, abandons the hash.
+    if (cancel_requested()) return make_error(EINTR, "hash abandoned: its caller gave up");
     hasher.update(std::span(buf.get(), static_cast<std::size_t>(n)));
     out.size += static_cast<std::uint64_t>(n);
     // Counted as we go so a failure halfway still shows the work done.

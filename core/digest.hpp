@@ -44,7 +44,8 @@ struct FileDigest {
 };
 
 // Hash the whole file behind fd from offset 0 (pread, so the fd offset is
-// untouched). Adds the bytes read to *bytes_hashed when given.
+// untouched). Adds the bytes read to *bytes_hashed when given. EINTR when
+// cancel_requested() (core/cancel.hpp) says to stop.
 Result<FileDigest> sha256_fd(int fd, std::uint64_t* bytes_hashed = nullptr);
 
 }  // namespace sealfs

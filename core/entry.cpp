@@ -31,7 +31,15 @@ bool path_has_reserved_component(std::string_view path) {
   return false;
 }
 
+// The error for a check of path stopped by code: damage when code is evidence.
+Error check_failure(const std::string& path, const std::string& what, int code) {
+  if (is_damage_evidence(code)) return make_error(EBADMSG, path + ": " + what);
+  return make_error(code, path + ": " + what + " (" + std::strerror(code) + ")");
+}
+
 }  // namespace
+
+bool is_damage_evidence(int code) { return code == ENOENT || code == ENOTDIR || code == ELOOP || code == EISDIR; }
 
 Status check_listed_file(Verifier& verifier, int base_fd, const std::string& path, const FileRecord& record,
                          const FileRecord* alternative, bool hash, bool force, Stamp* seen) {
@@ -40,12 +48,12 @@ Status check_listed_file(Verifier& verifier, int base_fd, const std::string& pat
   int parent = base_fd;
   if (!parent_rel.empty()) {
     auto p = open_beneath(base_fd, parent_rel, O_PATH | O_DIRECTORY);
-    if (!p) return make_error(EBADMSG, path + ": missing (" + std::strerror(p.code()) + ")");
+    if (!p) return check_failure(path, "missing", p.code());
     parent_holder = std::move(*p);
     parent = parent_holder.get();
   }
   auto st = stat_at(parent, leaf);
-  if (!st) return make_error(EBADMSG, path + ": missing");
+  if (!st) return check_failure(path, "missing", st.code());
   const FileRecord* candidates[2] = {&record, alternative};
   const FileRecord* fits[2] = {nullptr, nullptr};
   int nfits = 0;
@@ -57,7 +65,7 @@ Status check_listed_file(Verifier& verifier, int base_fd, const std::string& pat
   if (seen) *seen = Stamp::of(*st);
   if (S_ISLNK(st->st_mode)) {
     auto target = read_link_at(parent, leaf);
-    if (!target) return make_error(EBADMSG, path + ": unreadable symlink");
+    if (!target) return check_failure(path, "unreadable symlink", target.code());
     for (int i = 0; i < nfits; ++i)
       if (fits[i]->symlink && *fits[i]->symlink == *target) return {};
     return make_error(EBADMSG, path + ": symlink target differs");
@@ -68,13 +76,16 @@ Status check_listed_file(Verifier& verifier, int base_fd, const std::string& pat
   // O_NONBLOCK: never hang on a FIFO swapped in after the stat; the fstat
   // below must show the very regular file that was judged.
   int raw = ::openat(parent, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (raw < 0) return make_error(EBADMSG, path + ": cannot open (" + std::strerror(errno) + ")");
+  if (raw < 0) return check_failure(path, "cannot open", errno);
   UniqueFd fd(raw);
   auto now = stat_fd(fd.get());
-  if (!now || !S_ISREG(now->st_mode) || !same_object(*now, *st)) return make_error(EBADMSG, path + ": replaced");
+  if (!now) return check_failure(path, "fstat", now.code());
+  if (!S_ISREG(now->st_mode) || !same_object(*now, *st)) return make_error(EBADMSG, path + ": replaced");
   Result<Sha256> digest = verifier.digest(fd.get(), force);
   if (!digest && digest.code() == EAGAIN) digest = verifier.digest(fd.get(), force);  // changed mid-hash: once more
-  if (!digest) return make_error(EBADMSG, path + ": cannot hash (" + digest.error().message + ")");
+  // A read error, a file that kept changing, a cancelled hash: no verdict.
+  if (!digest) return make_error(digest.code() == EBADMSG ? EIO : digest.code(), path + ": cannot hash (" +
+                                                                                    digest.error().message + ")");
   if (seen) *seen = Stamp::of(*now);
   for (int i = 0; i < nfits; ++i)
     if (*fits[i]->sha256 == *digest && static_cast<std::uint64_t>(now->st_size) == fits[i]->size) return {};
@@ -155,6 +166,12 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::verify(const EntryLocation& w
   auto loaded = read_manifest_at(where.base_fd, where.manifest_name);
   if (!loaded) {
     v->reason = "manifest: " + loaded.error().message;
+    if (loaded.code() != EBADMSG) {
+      // Gone since the caller saw it (a concurrent publish or unlink), or
+      // unreadable for now (EMFILE…): not evidence about the entry.
+      v->transient = true;
+      if (loaded.code() != ENOENT) v->error = loaded.code();
+    }
     return v;
   }
   v->manifest_stamp = loaded->stamp;
@@ -186,6 +203,15 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::verify(const EntryLocation& w
       v->reason = "manifest lists an invalid path";
       return v;
     }
+    // A cap on the work one entry can cause: its size is evidence enough.
+    auto alt = manifest->accept.find(path);
+    for (const FileRecord* r : {&rec, alt == manifest->accept.end() ? nullptr : &alt->second}) {
+      if (r != nullptr && r->sha256 && r->size > max_hashed_size_) {
+        v->reason = path + ": " + std::to_string(r->size) + " bytes, above the profile's max_file_size of " +
+                    std::to_string(max_hashed_size_);
+        return v;
+      }
+    }
   }
   // Cheap rejections first: every type and size before any hashing.
   for (int pass = 0; pass < (hash ? 2 : 1); ++pass) {
@@ -195,6 +221,12 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::verify(const EntryLocation& w
       const bool force = force_path == "*" || force_path == path;
       Status s = check_listed_file(verifier_, where.base_fd, path, rec,
                                    alt == manifest->accept.end() ? nullptr : &alt->second, pass == 1, force, &seen);
+      if (!s && s.code() != EBADMSG) {
+        v->reason = s.error().message;
+        v->transient = true;
+        v->error = s.code();
+        return v;
+      }
       if (!s) {
         v->reason = s.error().message;
         // A manifest replaced while we checked (an amend, seal or R6 swap

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,10 @@
 
 namespace sealfs {
 
+// Only evidence about content is damage (R2): a listed object that is missing
+// or of the wrong type. Any other errno that stops a check is transient.
+bool is_damage_evidence(int code);
+
 struct EntryVerdict {
   bool valid = false;
   std::string reason;                         // why invalid: "<path>: <defect>"
@@ -27,6 +32,10 @@ struct EntryVerdict {
   std::chrono::steady_clock::time_point checked{};
   bool hashed = false;                        // false: a stat-level verdict (cached for listings only)
   bool transient = false;                     // the entry changed while checked: not cached, not damage
+  // A failure that says nothing about the content stopped the check (EMFILE,
+  // ENFILE, ENOMEM, EINTR, EAGAIN, EIO…): answered to the caller as this
+  // errno, never cached, never a verdict (R2). Implies transient.
+  int error = 0;
   bool unknown = false;                       // cached_only found no fresh verdict: nothing was checked
 };
 
@@ -59,6 +68,9 @@ class EntryVerifier {
                                             std::string_view force_path = {});
   // The cached verdict, whatever its age, if the manifest is unchanged.
   std::shared_ptr<const EntryVerdict> cached(const EntryLocation& where);
+  // Records of hashed files larger than this are damage, never hashed (the
+  // profile's max_file_size).
+  void set_max_hashed_size(std::uint64_t bytes) { max_hashed_size_ = bytes; }
   // The cached verdict of the entry object (dev, ino), whatever its age and
   // whatever its manifest holds now (for objects replaced since verified).
   std::shared_ptr<const EntryVerdict> cached_by_key(dev_t dev, ino_t ino);
@@ -70,6 +82,7 @@ class EntryVerifier {
   Verifier& verifier_;
   std::chrono::nanoseconds ttl_;
   std::size_t max_cached_;
+  std::uint64_t max_hashed_size_ = UINT64_MAX;
   using Key = std::pair<dev_t, ino_t>;
   using Verdicts = std::map<Key, std::shared_ptr<const EntryVerdict>>;
   std::shared_ptr<const EntryVerdict> find(const Verdicts& in, const EntryLocation& where,
@@ -85,7 +98,8 @@ class EntryVerifier {
 
 // Checks one listed path below base_fd against its record (and an alternative
 // accepted during an R6 swap). Without hashing, types, sizes and symlink
-// targets only. On success *seen holds the file's stamp.
+// targets only. On success *seen holds the file's stamp. EBADMSG is evidence
+// of damage; any other error is a failure to check, with its own errno.
 Status check_listed_file(Verifier& verifier, int base_fd, const std::string& path, const FileRecord& record,
                          const FileRecord* alternative, bool hash, bool force, Stamp* seen);
 

@@ -25,6 +25,12 @@ struct Store::Impl::FsckWalk {
       ++report.valid;
       return true;
     }
+    if (v->transient) {
+      // Could not be checked now (EMFILE, EIO, changed meanwhile…): not damage.
+      ++report.unchecked;
+      problem(rel, "not checked: " + v->reason);
+      return false;
+    }
     ++report.invalid;
     problem(rel, v->reason);
     if (repair) {

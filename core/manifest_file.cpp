@@ -45,7 +45,8 @@ Result<LoadedManifest> read_manifest_at(int dir_fd, std::string_view name) {
     if (errno == ENOENT) return errno_error("no manifest " + std::string(name));
     if (errno == ELOOP || errno == EISDIR || errno == ENXIO)
       return make_error(EBADMSG, std::string(name) + " is not a regular file");
-    return make_error(EBADMSG, "cannot open " + std::string(name) + ": " + std::to_string(errno));
+    // EMFILE, ENOMEM, EIO…: says nothing about the manifest (R2).
+    return errno_error("cannot open " + std::string(name));
   }
   UniqueFd fd(raw);
   struct stat st {};
@@ -59,7 +60,7 @@ Result<LoadedManifest> read_manifest_at(int dir_fd, std::string_view name) {
   while (done < text.size()) {
     ssize_t n = ::pread(fd.get(), text.data() + done, text.size() - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return make_error(EBADMSG, "cannot read " + std::string(name));
+    if (n < 0) return errno_error("cannot read " + std::string(name));
     if (n == 0) break;
     done += static_cast<std::size_t>(n);
   }

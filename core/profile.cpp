@@ -178,8 +178,11 @@ Result<Profile> parse_profile(std::string_view text) {
       auto rules = parse_validators(v);
       if (!rules) return rules.error();
       p.validators = std::move(*rules);
+    } else if (key == "max_file_size") {
+      if (!v.IsUint64() || v.GetUint64() == 0) return bad("max_file_size: not a positive integer (bytes)");
+      p.max_file_size = v.GetUint64();
     } else {
-      return bad("unknown key " + quoted(key) + " (known: name, volatile, size_only, validators)");
+      return bad("unknown key " + quoted(key) + " (known: name, volatile, size_only, validators, max_file_size)");
     }
   }
   return p;

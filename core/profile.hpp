@@ -4,9 +4,11 @@
 // JSON form:
 // {"name":"tilelang","volatile":["tmp/**","**/.staging/**"],
 //  "size_only":["**/device_kernel.*","**/host_kernel.*","**/launcher.cpp"],
-//  "validators":[{"glob":"**/*.so","validator":"cuda"}]}
+//  "validators":[{"glob":"**/*.so","validator":"cuda"}],
+//  "max_file_size":4294967296}
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,8 +23,14 @@ struct ValidatorRule {
   bool operator==(const ValidatorRule&) const = default;
 };
 
+// Hashed files larger than this are damage (R2: size is evidence), never
+// hashed: one planted entry cannot make the daemon read terabytes (a sparse
+// 100 GiB kernel_lib.so costs no disk). Real cache artefacts are far smaller.
+inline constexpr std::uint64_t kDefaultMaxFileSize = 4ull << 30;
+
 struct Profile {
   std::string name;
+  std::uint64_t max_file_size = kDefaultMaxFileSize;
   std::vector<std::string> volatile_globs;
   std::vector<std::string> size_only_globs;
   std::vector<ValidatorRule> validators;

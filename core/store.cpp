@@ -68,6 +68,7 @@ Store::Impl::Impl(UniqueFd root, std::string root_path_, struct stat root_st_, P
       entries(verifier, options.verdict_ttl),
       quarantine(root_fd.get(), options.quarantine_max_objects, options.quarantine_max_bytes, metrics),
       dir_contexts(options.verdict_ttl) {
+  entries.set_max_hashed_size(profile.max_file_size);
   if (options.fault_hook)
     verifier.set_mid_hash_hook([hook = options.fault_hook] { hook(seal_steps::kHashing); });
 }
@@ -233,6 +234,7 @@ Result<UniqueFd> Store::open(int path_fd, int flags, PlaceHint hint) {
           else if (changed)
             v = s.entries.check(*where, VerifyDepth::fresh);
         }
+        if (v->error) return make_error(v->error, placed->rel + ": " + v->reason);  // no verdict: say why
         if (!v->valid && !s.in_progress(*st)) {
           auto now = stat_at(placed->parent.get(), placed->name);
           if (v->transient || !now || !same_object(*now, *st))

@@ -81,6 +81,7 @@ struct FsckReport {
   std::uint64_t invalid = 0;      // entries that fail verification (quarantined with repair)
   std::uint64_t foreign = 0;      // unsealed regular files outside volatile areas
   std::uint64_t quarantined = 0;  // moved to quarantine in this run
+  std::uint64_t unchecked = 0;    // could not be checked (a transient error): neither valid nor damaged
   std::vector<std::string> problems;  // "<rel path>: <reason>", one per finding
 };
 

@@ -104,6 +104,10 @@ Result<FileRecord> Store::Impl::make_record(int dir_fd, std::string_view name, c
   auto now = stat_fd(fd.get());
   if (!now) return now.error();
   if (!S_ISREG(now->st_mode) || !same_object(*now, *st)) return make_error(EAGAIN, how.profile_rel + ": replaced");
+  // What verification would refuse to hash is not published (EFBIG).
+  if (!profile.is_size_only(how.profile_rel) && static_cast<std::uint64_t>(now->st_size) > profile.max_file_size)
+    return make_error(EFBIG, how.profile_rel + ": " + std::to_string(now->st_size) +
+                                 " bytes, above the profile's max_file_size");
   if (how.sync_data) {
     // R1: the data must be on disk before a manifest that vouches for it.
     Status s = sync_file(fd.get());

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <ctime>
 #include <list>
@@ -9,6 +10,8 @@
 #include <mutex>
 #include <set>
 #include <utility>
+
+#include "core/cancel.hpp"
 
 namespace sealfs {
 
@@ -95,7 +98,9 @@ Result<Sha256> Verifier::digest(int fd, bool force) {
     bool waited = false;
     while (impl_->in_flight.count(key) != 0) {
       waited = true;
-      impl_->cv.wait(lock);
+      // A waiter whose own caller gives up stops waiting too.
+      if (cancel_requested()) return make_error(EINTR, "hash abandoned: its caller gave up");
+      impl_->cv.wait_for(lock, std::chrono::milliseconds(100));
     }
     auto it = impl_->cache.find(key);
     if (it != impl_->cache.end() && it->second.stamp == before && (waited || (!force && !ctime_too_recent(before))))

@@ -36,7 +36,8 @@ class Verifier {
 
   // SHA-256 of the regular file open (O_RDONLY) as fd. Served from the cache
   // when the stamp is unchanged and its ctime is at least one second older
-  // than now; force=true (verify=always) hashes regardless.
+  // than now; force=true (verify=always) hashes regardless. EINTR when the
+  // caller's CancelScope (or shutdown) stops the hash or the wait for one.
   Result<Sha256> digest(int fd, bool force = false);
   void forget(dev_t dev, ino_t ino);
   std::size_t cached() const;

@@ -1,6 +1,7 @@
 #include "fs/daemon.hpp"
 
 #include <fuse_lowlevel.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <syslog.h>
@@ -8,6 +9,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <iterator>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cancel.hpp"
 #include "core/profile.hpp"
 #include "core/store.hpp"
 #include "core/validator.hpp"
@@ -76,6 +79,34 @@ void raise_fd_limit() {
   lim.rlim_cur = lim.rlim_max;
   if (::setrlimit(RLIMIT_NOFILE, &lim) != 0)
     syslog(LOG_WARNING, "sealfs: cannot raise the open file limit: %s", std::strerror(errno));
+}
+
+// SIGTERM, SIGINT, SIGHUP: libfuse's handlers end the session loop, which
+// then waits for the requests in flight. A hash of a huge or slow file would
+// hold that up for minutes, so the hashes are cancelled first (R2: no entry,
+// however large, may hold up the daemon; `sealfs-mountctl clear-stale`
+// remains for a daemon killed with SIGKILL).
+constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP};
+struct sigaction g_libfuse_handlers[std::size(kStopSignals)];
+
+void on_stop_signal(int sig) {
+  request_shutdown();
+  for (std::size_t i = 0; i < std::size(kStopSignals); ++i) {
+    const auto& chained = g_libfuse_handlers[i];
+    if (kStopSignals[i] == sig && chained.sa_handler != SIG_DFL && chained.sa_handler != SIG_IGN)
+      chained.sa_handler(sig);
+  }
+}
+
+// After fuse_set_signal_handlers: wraps each of its handlers.
+bool cancel_hashes_on_stop_signals() {
+  for (std::size_t i = 0; i < std::size(kStopSignals); ++i) {
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    if (::sigaction(kStopSignals[i], &sa, &g_libfuse_handlers[i]) != 0) return false;
+  }
+  return true;
 }
 
 #ifdef SEALFS_FAULT_INJECTION
@@ -199,7 +230,7 @@ int run_mount(const MountOptions& options, std::ostream& err) {
     err << "sealfs: cannot start a FUSE session with options " << fuse_option_string(options) << "\n";
     return 1;
   }
-  if (fuse_set_signal_handlers(se.get()) != 0) {
+  if (fuse_set_signal_handlers(se.get()) != 0 || !cancel_hashes_on_stop_signals()) {
     err << "sealfs: cannot install signal handlers\n";
     return 1;
   }
@@ -228,9 +259,11 @@ int run_mount(const MountOptions& options, std::ostream& err) {
     fuse_loop_cfg_set_max_threads(config.get(), kMaxThreads);
     fuse_loop_cfg_set_idle_threads(config.get(), kMaxIdleThreads);
     rc = fuse_session_loop_mt(se.get(), config.get());
-    // The session must outlive the notifications in flight.
-    fs.invalidator.stop();
   }
+  // Unmounted first: a notification waiting on a directory lock in the kernel
+  // then ends at once instead of holding up the exit. The session must
+  // outlive the notifications in flight.
+  fs.invalidator.stop();
   // 0: unmounted; > 0: the signal that ended the loop (SIGTERM, SIGINT…),
   // after which we unmounted cleanly; < 0: the loop failed.
   if (rc < 0) {

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <fuse_lowlevel.h>
+#include <sys/resource.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "core/store.hpp"
+#include "core/verifier.hpp"
 #include "core/unique_fd.hpp"
 #include "fs/handle_table.hpp"
 #include "fs/inode_table.hpp"
@@ -30,9 +33,17 @@ struct FileHandle {
   // create cut short by SIGKILL, a reply that failed) or lost its closer's
   // FLUSH: R4 cannot call that a normal close, so it counts as abandoned.
   std::atomic<bool> flushed{false};
-  // R10: an abandoned writer abandons only a file its handle changed (made,
-  // wrote, truncated, allocated); a file it merely opened stays as it was.
+  // R10: an abandoned writer abandons only a file its handle changed (wrote,
+  // truncated, allocated); a file it merely opened stays as it was, and one
+  // it only created is sealed (empty) all the same.
   std::atomic<bool> changed{false};
+  bool made = false;
+  // A read handle of a sealed file: the stamp of the content that was
+  // verified. Every READ compares the backing file with it (R2: every byte
+  // served equals the bytes verified); guarded by stamp_mu.
+  bool sealed_read = false;
+  std::mutex stamp_mu;
+  Stamp verified{};
 };
 
 struct DirHandle {
@@ -67,6 +78,20 @@ struct Filesystem {
   // -o max_write=, async_read, …: applied to the connection in init.
   std::unique_ptr<fuse_conn_info_opts, ConnOptsDeleter> conn_opts;
   unsigned max_read = 0;  // -o max_read=, which init must repeat
+  // R2: running out of descriptors is never damage, and callers' opens must
+  // not starve verification and publishes of the descriptors they need. An
+  // open that would leave less than this headroom is refused with ENFILE
+  // (the daemon's table is full, not the caller's). Each inode the kernel
+  // holds and each open handle costs one descriptor. The limit is read each
+  // time: an administrator may change it with prlimit(1) while mounted.
+  bool descriptors_low() const {
+    struct rlimit lim {};
+    if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return false;
+    const std::uint64_t limit = lim.rlim_cur;
+    const std::uint64_t headroom = 128 + limit / 16;
+    const std::uint64_t used = inodes.size() + files.size() + dirs.size();
+    return used + headroom >= limit;
+  }
 };
 
 // The operations table; userdata passed to fuse_session_new must be a Filesystem*.

@@ -39,8 +39,9 @@ int run_fsck(const MountOptions& options, bool repair, std::ostream& out, std::o
   }
   for (const auto& problem : report->problems) out << problem << "\n";
   out << "entries " << report->entries << ", valid " << report->valid << ", invalid " << report->invalid
-      << ", foreign " << report->foreign << ", quarantined " << report->quarantined << "\n";
-  if (report->invalid == 0) return 0;
+      << ", foreign " << report->foreign << ", quarantined " << report->quarantined << ", unchecked "
+      << report->unchecked << "\n";
+  if (report->invalid == 0) return report->unchecked == 0 ? 0 : 8;  // 8: could not finish the check
   return repair ? 1 : 4;
 }
 

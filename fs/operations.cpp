@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/cancel.hpp"
 #include "fs/fd_bufvec.hpp"
 #include "fs/filesystem.hpp"
 
@@ -39,10 +40,14 @@ constexpr std::string_view kStatusXattr = "user.sealfs.status";
 
 Filesystem& fs_of(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
 
+bool request_interrupted(void* req) { return fuse_req_interrupted(static_cast<fuse_req_t>(req)) != 0; }
+
 // Run a handler; any exception that a library let through becomes an errno
-// here instead of unwinding into libfuse's C loop.
+// here instead of unwinding into libfuse's C loop. While it runs, a hash it
+// starts or waits for is abandoned if the caller gives up (FUSE INTERRUPT).
 template <class Fn>
 void guarded(fuse_req_t req, Fn&& fn) {
+  CancelScope scope(request_interrupted, req);
   try {
     fn();
   } catch (const std::bad_alloc&) {
@@ -181,7 +186,7 @@ void finish_handle(Filesystem& fs, FileHandle& handle) {
   handle.fd.reset();
   if (!handle.tracked) return;
   const InodeRef& inode = handle.inode;
-  const HandleEnd end{handle.changed.load(), handle.abandoned.load() || !handle.flushed.load()};
+  const HandleEnd end{handle.changed.load(), handle.abandoned.load() || !handle.flushed.load(), handle.made};
   const auto last = fs.writers.released(inode->dev, inode->ino, end);
   if (!last) return;
   Status status;
@@ -410,6 +415,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     Filesystem& fs = fs_of(req);
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
+    if (fs.descriptors_low()) return (void)fuse_reply_err(req, ENFILE);
     auto created = fs.store->create(dir->path_fd()->get(), name, mode, fi->flags);
     if (!created) return reply_error(req, created.error());
     give_to_caller(fs, req, dir->path_fd()->get(), created->found, mode);
@@ -420,7 +426,8 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     auto handle = std::make_shared<FileHandle>();
     handle->fd = std::move(created->open_fd);
     handle->tracked = tracked;
-    handle->changed = created->made || (fi->flags & O_TRUNC) != 0;
+    handle->made = created->made;
+    handle->changed = (fi->flags & O_TRUNC) != 0 && !created->made;
     fuse_entry_param e = remember(fs, std::move(created->found), *dir, name);
     handle->inode = fs.inodes.get(e.ino);
     if (tracked) fs.writers.opened(handle->inode->dev, handle->inode->ino);
@@ -438,6 +445,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     Filesystem& fs = fs_of(req);
     InodeRef inode = inode_or_reply(req, ino);
     if (!inode) return;
+    if (fs.descriptors_low()) return (void)fuse_reply_err(req, ENFILE);
     const int flags = fi->flags & ~(O_CREAT | O_EXCL | O_NOCTTY);
     const bool writer = opens_for_write(flags);
     const ObjectKind kind = inode->kind;
@@ -468,6 +476,11 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     handle->inode = inode;
     handle->tracked = tracked;
     handle->changed = tracked && (flags & O_TRUNC) != 0;
+    if (!writer && is_sealed(kind)) {
+      struct stat st {};
+      handle->sealed_read = stat_fd(handle->fd.get(), st) == 0;
+      handle->verified = Stamp::of(st);
+    }
     fi->fh = fs.files.add(handle);
     // Verified sealed content cannot change through the mount without an
     // invalidation: keep the page cache across opens.
@@ -481,10 +494,36 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   });
 }
 
+// R2: a READ that reaches the daemon (a page the kernel does not hold) serves
+// only bytes that were verified. The backing file's stamp is compared with
+// the one verified at open; a file changed since is verified again (and
+// quarantined if damaged), and EIO is the answer unless it still checks out.
+bool still_verified(Filesystem& fs, FileHandle& handle) {
+  struct stat st {};
+  if (stat_fd(handle.fd.get(), st) != 0) return false;
+  const Stamp now = Stamp::of(st);
+  {
+    std::lock_guard lock(handle.stamp_mu);
+    if (now == handle.verified) return true;
+  }
+  auto fresh = fs.store->open(handle.inode->path_fd()->get(), O_RDONLY, handle.inode->last_seen().hint());
+  if (!fresh) {
+    syslog(LOG_WARNING, "sealfs: read of a file changed behind the mount refused: %s",
+           fresh.error().message.c_str());
+    return false;
+  }
+  struct stat again {};
+  if (stat_fd(fresh->get(), again) != 0 || again.st_dev != st.st_dev || again.st_ino != st.st_ino) return false;
+  std::lock_guard lock(handle.stamp_mu);
+  handle.verified = Stamp::of(again);
+  return true;
+}
+
 void op_read(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_info* fi) {
   guarded(req, [&] {
     auto handle = file_or_reply(req, fi);
     if (!handle) return;
+    if (handle->sealed_read && !still_verified(fs_of(req), *handle)) return (void)fuse_reply_err(req, EIO);
     fuse_bufvec buf = fd_bufvec(size, handle->fd.get(), off);
     fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
   });
@@ -766,6 +805,9 @@ void op_init(void* userdata, fuse_conn_info* conn) {
     if (fs->conn_opts) fuse_apply_conn_info_opts(fs->conn_opts.get(), conn);
     if (fs->max_read != 0) conn->max_read = fs->max_read;  // libfuse checks it equals -o max_read
   }
+  // Lookups and listings of one directory run in parallel: a slow hash for
+  // one name never holds up lookups of the others (R2).
+  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   // No NFS export: inode ids only live as long as the kernel's lookup counts.
   conn->want &= ~FUSE_CAP_EXPORT_SUPPORT;
   // Writes must reach the backing file before FLUSH/RELEASE (R4 seals at

@@ -83,8 +83,10 @@ std::optional<LastClose> WriterTracking::released(dev_t dev, ino_t ino, HandleEn
   auto it = files_.find({dev, ino});
   if (it == files_.end() || it->second.writers == 0) return std::nullopt;
   State& s = it->second;
-  s.changed = s.changed || end.changed;
-  // R10: a writer that exits abnormally abandons only a file it changed.
+  s.changed = s.changed || end.changed || end.made;
+  // R10: a writer that exits abnormally abandons only a file it wrote,
+  // truncated or allocated; one it merely created (a lock file whose last
+  // holder was killed) is sealed as it is.
   s.abandoned = s.abandoned || (end.abandoned && end.changed);
   if (--s.writers > 0) return std::nullopt;
   ++s.sealing;

@@ -35,15 +35,16 @@ CloserState closer_state_of(pid_t tid);
 
 // What the last release of a file's write handles asks for.
 enum class LastClose {
-  untouched,  // no handle changed the file: it stays as it was (sealed or not)
-  seal,       // changed, and every changing handle closed normally
+  untouched,  // no handle made or changed the file: it stays as it was (sealed or not)
+  seal,       // made or changed, and every changing handle closed normally
   abandon,    // a handle that changed it was abandoned (R4)
 };
 
 // How one write handle ended.
 struct HandleEnd {
-  bool changed = false;    // it created, wrote, truncated or allocated the file
+  bool changed = false;    // it wrote, truncated or allocated the file
   bool abandoned = false;  // its closer was dying abnormally, or no FLUSH came
+  bool made = false;       // it created the file (sealed even when empty)
 };
 
 class WriterTracking {
@@ -91,7 +92,7 @@ class WriterTracking {
   struct State {
     unsigned writers = 0;
     unsigned sealing = 0;  // seals/abandons under way after a last release
-    bool changed = false;
+    bool changed = false;    // made or changed by a handle: needs a seal
     bool abandoned = false;  // a changing handle was abandoned
   };
   mutable std::mutex mu_;

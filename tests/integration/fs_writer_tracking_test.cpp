@@ -52,6 +52,7 @@ constexpr HandleEnd kWrote{true, false};
 constexpr HandleEnd kWroteAbandoned{true, true};
 constexpr HandleEnd kOpenedOnly{false, false};
 constexpr HandleEnd kOpenedOnlyAbandoned{false, true};
+constexpr HandleEnd kMadeOnlyAbandoned{false, true, true};
 
 TEST(WriterTrackingTest, InProgressUntilTheSealAfterTheLastRelease) {
   WriterTracking w;
@@ -99,6 +100,16 @@ TEST(WriterTrackingTest, AnAbandonedHandleThatChangedNothingLeavesTheFileAlone) 
   auto mixed = w.released(1, 2, kOpenedOnlyAbandoned);
   ASSERT_TRUE(mixed.has_value());
   EXPECT_EQ(*mixed, LastClose::seal);
+}
+
+// stress-ng's flock stressor: a lock file created, never written, whose last
+// holder is SIGKILLed. Creating is no change to abandon: it is sealed empty.
+TEST(WriterTrackingTest, AFileOnlyCreatedByAnAbandonedHandleIsSealed) {
+  WriterTracking w;
+  w.opened(1, 2);
+  auto last = w.released(1, 2, kMadeOnlyAbandoned);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(*last, LastClose::seal);
 }
 
 TEST(WriterTrackingTest, UnknownReleaseAndCancelDoNothing) {

@@ -3,6 +3,7 @@
 // finding, each on a real mount as root with allow_other (as the suite ran).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
 
 #include "tests/integration/mount_test_util.hpp"
@@ -106,6 +107,27 @@ TEST_F(Posix, AnAbnormalExitAbandonsOnlyWhatItsHandleChanged) {
   EXPECT_EQ(wrote.status, 1);
   EXPECT_TRUE(eventually([&] { return lstat_errno(m("f")) == ENOENT; })) << "an abandoned write stayed visible";
   EXPECT_FALSE(quarantined_files(*mount_).empty());
+}
+
+// stress-ng's flock stressor: a lock file created O_CREAT|O_RDWR, never
+// written, shared with a child that is SIGKILLed holding the last descriptor.
+// Creating is no change to abandon: the file stays, sealed empty.
+TEST_F(Posix, ALockFileWhoseLastHolderIsKilledIsKept) {
+  const int fd = ::open(m("lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::pause();  // holds the inherited descriptor until killed
+    ::_exit(0);
+  }
+  ::close(fd);  // the child's copy is now the last
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(lstat_errno(m("lock")), 0) << "a lock file nobody wrote was abandoned";
+  EXPECT_EQ(quarantined_files(*mount_), std::vector<std::string>{});
 }
 
 // A FIFO renamed over a sealed symlink takes the name without leaving the
