@@ -149,6 +149,8 @@ Result<Found> Store::Impl::lookup(int dir_fd, std::string_view name, VerifyDepth
     if (j->verdict == Verdict::absent) return make_error(ENOENT, std::string(name) + ": absent");
     if (j->verdict == Verdict::visible) {
       auto found = s.found_at(dir_fd, name, j->kind, &j->st);
+      // Replaced since judged: judge again. EMFILE and the like: say so (R2).
+      if (!found && found.code() != ENOENT && found.code() != ESTALE) return found.error();
       if (!found && attempt < kAttempts) continue;
       if (!found) return make_error(ENOENT, found.error().message);
       if (j->kind == ObjectKind::dir_entry || j->kind == ObjectKind::file_entry || j->kind == ObjectKind::entry_file)

@@ -55,7 +55,13 @@ Result<UniqueFd> Store::Impl::walk_context(DirContext& ctx) const {
   std::string walked;
   for (const auto& part : parts) {
     int raw = ::openat(cur ? cur.get() : root_fd.get(), part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (raw < 0) return make_error(ESTALE, "directory moved while being placed");
+    if (raw < 0) {
+      // Gone or replaced by a non-directory: it moved. EMFILE and the like
+      // are answered as themselves (R2: never a verdict).
+      if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)
+        return make_error(ESTALE, "directory moved while being placed");
+      return errno_error("open " + part + " while placing");
+    }
     cur.reset(raw);
     walked = join_rel(walked, part);
     if (ctx.is_volatile) continue;

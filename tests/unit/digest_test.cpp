@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "core/cancel.hpp"
 #include "core/unique_fd.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -141,6 +142,22 @@ TEST(Digest, FdErrorsCarryErrno) {
   ASSERT_FALSE(on_dir.ok());
   EXPECT_EQ(on_dir.code(), EISDIR);
   EXPECT_EQ(counted, 0u);
+}
+
+// R2: a caller that gives up abandons its hash; a shutdown stops every hash.
+TEST(Digest, ACancelledHashStopsWithEintr) {
+  test::TempDir dir;
+  test::write_file(dir / "f", std::string(4 << 20, 'x'));
+  UniqueFd fd(::open((dir / "f").c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  bool give_up = false;
+  {
+    CancelScope scope([](void* flag) { return *static_cast<bool*>(flag); }, &give_up);
+    EXPECT_TRUE(sha256_fd(fd.get()).ok());
+    give_up = true;
+    EXPECT_EQ(sha256_fd(fd.get()).code(), EINTR);
+  }
+  EXPECT_TRUE(sha256_fd(fd.get()).ok()) << "the scope outlived itself";
 }
 
 }  // namespace

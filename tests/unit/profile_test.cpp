@@ -237,5 +237,15 @@ TEST(ProfileResolve, NamesAndPaths) {
   EXPECT_NE(unknown.error().message.find("known: generic"), std::string::npos);
 }
 
+TEST(Profile, MaxFileSizeHasADefaultAndParses) {
+  EXPECT_EQ(builtin_profile("generic")->max_file_size, kDefaultMaxFileSize);
+  auto p = parse_profile(R"({"name":"x","max_file_size":1048576})");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->max_file_size, 1048576u);
+  EXPECT_EQ(parse_profile(R"({"max_file_size":0})").code(), EINVAL);
+  EXPECT_EQ(parse_profile(R"({"max_file_size":-1})").code(), EINVAL);
+  EXPECT_EQ(parse_profile(R"({"max_file_size":"1G"})").code(), EINVAL);
+}
+
 }  // namespace
 }  // namespace sealfs

@@ -48,8 +48,9 @@ class StoreFixture : public ::testing::Test {
 
   std::string B(std::string_view rel = "") const { return rel.empty() ? tmp_.path() : tmp_ / rel; }
 
-  // Options for the next open_store(); callbacks are wired to this fixture.
+  // Options and profile for the next open_store(); callbacks are wired to this fixture.
   StoreOptions& options() { return options_; }
+  Profile& profile() { return profile_; }
   void open_store() {
     StoreOptions o = options_;
     o.in_progress = [this](dev_t dev, ino_t ino) {
@@ -61,7 +62,7 @@ class StoreFixture : public ::testing::Test {
       invalidations_.push_back(inv);
     };
     store_.reset();
-    auto s = Store::open(B(), test_profile(), std::move(o));
+    auto s = Store::open(B(), profile_, std::move(o));
     ASSERT_TRUE(s.ok()) << s.error().message;
     store_ = std::move(*s);
   }
@@ -148,6 +149,7 @@ class StoreFixture : public ::testing::Test {
   }
 
   TempDir tmp_{"sealfs-store"};
+  Profile profile_ = test_profile();
   StoreOptions options_;
   std::unique_ptr<Store> store_;
   std::mutex mu_;

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -173,6 +174,60 @@ TEST_F(StoreTest, AbandonedWriteIsQuarantined) {
   EXPECT_FALSE(exists_nofollow(B("half")));
   EXPECT_EQ(quarantine_slots(), 1u);
   EXPECT_EQ(store().metrics().abandoned.load(), 1u);
+}
+
+// R2: a check stopped by running out of descriptors is no verdict: the
+// lookup answers EMFILE, nothing is quarantined, and the entry is back once
+// descriptors are.
+TEST_F(StoreTest, OutOfDescriptorsIsAnErrorNotDamage) {
+  publish_entry("k", {{"lib.so", "library"}, {"params.pkl", "p"}});
+  UniqueFd c = dir("c");  // the fixture's verdict TTL is 0: every lookup checks again
+  struct rlimit old {};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  std::vector<UniqueFd> filler;
+  int answer = 0;
+  {
+    struct rlimit low = old;
+    low.rlim_cur = 256;
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+    for (;;) {  // take every descriptor left
+      UniqueFd fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+      if (!fd) break;
+      filler.push_back(std::move(fd));
+    }
+    answer = store().lookup(c.get(), "k").code();
+    filler.clear();
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
+  }
+  EXPECT_EQ(answer, EMFILE);
+  EXPECT_EQ(quarantine_slots(), 0u);
+  EXPECT_TRUE(store().lookup(c.get(), "k").ok());
+  EXPECT_EQ(read_visible("c/k/lib.so"), "library");
+}
+
+// A cap on the work one planted entry can cause: a hashed record above the
+// profile's max_file_size is damage without a read; a publish of such a file
+// is refused with EFBIG.
+TEST_F(StoreTest, FilesAboveTheProfilesMaxSizeAreNeverHashed) {
+  profile().max_file_size = 1000;
+  open_store();
+  make_dirs(B("c/planted"));
+  {
+    UniqueFd fd(::open(B("c/planted/lib.so").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    ASSERT_TRUE(fd.valid());
+    ASSERT_EQ(::ftruncate(fd.get(), 1ll << 40), 0);  // 1 TiB, sparse
+  }
+  Manifest m;
+  m.files["lib.so"] = FileRecord{1ull << 40, sha256_of("x"), std::nullopt};
+  write_file(B("c/planted/.sealfs-manifest"), serialize_manifest(m));
+  const auto hashed = store().metrics().bytes_hashed.load();
+  UniqueFd c = dir("c");
+  EXPECT_EQ(store().lookup(c.get(), "planted").code(), ENOENT);
+  EXPECT_EQ(store().metrics().bytes_hashed.load(), hashed);
+  EXPECT_EQ(quarantine_slots(), 1u);
+  stage("tmp/big", {{"lib.so", std::string(2000, 'b')}});
+  EXPECT_EQ(rename("tmp/big", "c/big").code(), EFBIG);
+  EXPECT_FALSE(exists_nofollow(B("c/big")));
 }
 
 TEST_F(StoreTest, LongNamesGetHashedSidecars) {
