@@ -4,7 +4,8 @@
 #     unmount (ExecStop) -> the daemon exits 0 and nothing stays mounted;
 #     SIGTERM (systemd's fallback) unmounts and exits 0 as well;
 #  2. a daemon killed with SIGKILL leaves a dead mount that clear-stale
-#     detaches, and the restarted daemon serves the same content;
+#     detaches, and the restarted daemon serves the same content; one that
+#     holds its connection but answers nothing is aborted and detached;
 #  3. an fstab line of type fuse.sealfs with mount-only options (nofail,
 #     _netdev, x-systemd.*) mounts through mount.fuse3 with no helper of ours.
 # Runs in a private mount namespace; needs root and /dev/fuse, else skipped (77),
@@ -71,6 +72,23 @@ check "dead mount detached" 0 "$(fuse_mounts)"
 "$mountctl" wait "$cache" 30; check "restart mounts again" 0 $?
 check "content survives the crash" hello "$(cat "$cache/greeting.txt" 2>&1)"
 "$mountctl" unmount "$cache"; wait "$daemon"; check "restarted daemon exits 0" 0 $?
+
+# 2b. a daemon that holds its connection but answers nothing (what a SIGKILL
+# leaves when one of its threads is stuck in the kernel; simulated with
+# SIGSTOP): clear-stale aborts the connection through fusectl and detaches it
+# in bounded time.
+"$sealfs" -f -o profile=tilelang "$cache" "$cache" & daemon=$!
+"$mountctl" wait "$cache" 30
+kill -STOP "$daemon"
+started=$(date +%s)
+"$mountctl" clear-stale "$cache" 2>/dev/null; check "clear-stale of a mount that answers nothing" 0 $?
+check "clear-stale took at most 10 s" 1 "$([ $(($(date +%s) - started)) -le 10 ] && echo 1 || echo 0)"
+check "unanswering mount detached" 0 "$(fuse_mounts)"
+kill -KILL "$daemon"; kill -CONT "$daemon"; wait "$daemon" 2>/dev/null
+"$sealfs" -f -o profile=tilelang "$cache" "$cache" & daemon=$!
+"$mountctl" wait "$cache" 30; check "restart after an aborted connection" 0 $?
+check "content survives the abort" hello "$(cat "$cache/greeting.txt" 2>&1)"
+"$mountctl" unmount "$cache"; wait "$daemon"; check "daemon exits 0 after the abort" 0 $?
 
 # 3. fstab through mount.fuse3, which runs `sealfs` from a fixed PATH; put
 # ours first in it, in this namespace only.
