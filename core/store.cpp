@@ -236,8 +236,8 @@ Result<UniqueFd> Store::open(int path_fd, int flags, PlaceHint hint) {
           else if (changed)
             v = s.entries.check(*where, VerifyDepth::fresh);
         }
-        if (v->error) return make_error(v->error, placed->rel + ": " + v->reason);  // no verdict: say why
         if (!v->valid && !s.in_progress(*st)) {
+          if (v->error) return make_error(v->error, placed->rel + ": " + v->reason);  // no verdict: say why
           auto now = stat_at(placed->parent.get(), placed->name);
           if (v->transient || !now || !same_object(*now, *st))
             return open_replaced(placed->rel + ": replaced meanwhile");

@@ -232,6 +232,8 @@ Result<Judgement> Store::Impl::judge(const DirContext& ctx, int dir_fd, std::str
   if (ctx.entry) {
     auto v = entries.check(dir_entry_location(ctx.entry->fd.get(), ctx.entry->st), depth);
     if (v->unknown) return make_error(EAGAIN, std::string(name) + ": entry not verified yet");
+    // Written through M right now: visible whatever a check of it says (R4).
+    if (v->error && type == S_IFREG && in_progress(*st)) return show(ObjectKind::in_progress);
     if (v->error) return make_error(v->error, std::string(name) + ": " + v->reason);
     if (!v->valid) {
       j.verdict = Verdict::invalid_entry;
@@ -255,10 +257,10 @@ Result<Judgement> Store::Impl::judge(const DirContext& ctx, int dir_fd, std::str
     if (sst) {
       auto v = entries.check(file_entry_location(dir_fd, name, *st), depth);
       if (v->unknown) return make_error(EAGAIN, std::string(name) + ": not verified yet");
-      if (v->error) return make_error(v->error, std::string(name) + ": " + v->reason);
       if (v->valid) return show(ObjectKind::file_entry);
       // Written through M and still open: the writer's seal will fix the sidecar.
       if (in_progress(*st)) return show(ObjectKind::in_progress);
+      if (v->error) return make_error(v->error, std::string(name) + ": " + v->reason);
       j.verdict = Verdict::invalid_self;
       j.reason = v->reason;
       j.transient = v->transient;
