@@ -39,7 +39,11 @@ Error check_failure(const std::string& path, const std::string& what, int code) 
 
 }  // namespace
 
-bool is_damage_evidence(int code) { return code == ENOENT || code == ENOTDIR || code == ELOOP || code == EISDIR; }
+// EACCES/EPERM: a listed file the daemon may not read stays that way until
+// someone changes B, so it cannot be verified: as good as missing.
+bool is_damage_evidence(int code) {
+  return code == ENOENT || code == ENOTDIR || code == ELOOP || code == EISDIR || code == EACCES || code == EPERM;
+}
 
 Status check_listed_file(Verifier& verifier, int base_fd, const std::string& path, const FileRecord& record,
                          const FileRecord* alternative, bool hash, bool force, Stamp* seen) {

@@ -19,8 +19,9 @@
 
 namespace sealfs {
 
-// Only evidence about content is damage (R2): a listed object that is missing
-// or of the wrong type. Any other errno that stops a check is transient.
+// Only evidence about content is damage (R2): a listed object that is missing,
+// of the wrong type, or unreadable to the daemon. Any other errno that stops a
+// check (EMFILE, ENOMEM, EIO, EINTR…) is transient.
 bool is_damage_evidence(int code);
 
 struct EntryVerdict {

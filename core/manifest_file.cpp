@@ -45,6 +45,7 @@ Result<LoadedManifest> read_manifest_at(int dir_fd, std::string_view name) {
     if (errno == ENOENT) return errno_error("no manifest " + std::string(name));
     if (errno == ELOOP || errno == EISDIR || errno == ENXIO)
       return make_error(EBADMSG, std::string(name) + " is not a regular file");
+    if (errno == EACCES || errno == EPERM) return make_error(EBADMSG, std::string(name) + " is unreadable");
     // EMFILE, ENOMEM, EIO…: says nothing about the manifest (R2).
     return errno_error("cannot open " + std::string(name));
   }
