@@ -81,8 +81,9 @@ Status check_listed_file(Verifier& verifier, int base_fd, const std::string& pat
   return make_error(EBADMSG, path + ": sha256 differs from the manifest");
 }
 
-EntryVerifier::EntryVerifier(Verifier& verifier, std::chrono::nanoseconds ttl, std::size_t max_cached)
-    : verifier_(verifier), ttl_(ttl), max_cached_(max_cached == 0 ? 1 : max_cached) {}
+EntryVerifier::EntryVerifier(Verifier& verifier, std::chrono::nanoseconds ttl, std::size_t max_cached,
+                             const Profile* profile)
+    : verifier_(verifier), profile_(profile), ttl_(ttl), max_cached_(max_cached == 0 ? 1 : max_cached) {}
 
 std::shared_ptr<const EntryVerdict> EntryVerifier::find(const Verdicts& in, const EntryLocation& where,
                                                         const Stamp& manifest_stamp) {
@@ -185,6 +186,22 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::verify(const EntryLocation& w
     if (!is_valid_manifest_path(path) || path_has_reserved_component(path)) {
       v->reason = "manifest lists an invalid path";
       return v;
+    }
+  }
+  // Symlink records: the target stays inside the entry (parse_manifest
+  // refuses any other), and never under a name the profile hashes, which
+  // must be a regular file whose bytes are verified.
+  for (const auto* records : {&manifest->files, &manifest->accept}) {
+    for (const auto& [path, rec] : *records) {
+      if (!rec.symlink) continue;
+      if (!symlink_stays_inside(path, *rec.symlink)) {
+        v->reason = path + ": symlink target leaves the entry";
+        return v;
+      }
+      if (profile_ != nullptr && !profile_->is_size_only(join_rel(where.rel, path))) {
+        v->reason = path + ": a symlink where the profile hashes (must be a regular file)";
+        return v;
+      }
     }
   }
   // Cheap rejections first: every type and size before any hashing.

@@ -401,7 +401,7 @@ Status Store::Impl::Publisher::publish_file(const DirContext& sctx, int sd, std:
     // Replacing a listed file inside an entry: accept both while swapping.
     std::optional<FileRecord> old;
     if (dj->verdict == Verdict::visible && dj->kind == ObjectKind::entry_file) {
-      auto v = s_.entries.cached(s_.dir_entry_location(dctx.entry->fd.get(), dctx.entry->st));
+      auto v = s_.entries.cached(s_.dir_entry_location(dctx.entry->fd.get(), dctx.entry->st, dctx.entry->rel));
       if (v && v->manifest) {
         auto it = v->manifest->files.find(key);
         if (it != v->manifest->files.end()) old = it->second;
@@ -433,7 +433,7 @@ Status Store::Impl::Publisher::publish_file(const DirContext& sctx, int sd, std:
   // dst in a container (or the root): a file entry with its own sidecar.
   std::optional<FileRecord> old;
   if (dj->verdict == Verdict::visible && dj->kind == ObjectKind::file_entry) {
-    auto v = s_.entries.cached(s_.file_entry_location(dd, dn, dj->st));
+    auto v = s_.entries.cached(s_.file_entry_location(dd, dn, dj->st, dctx.rel));
     if (v && v->manifest) {
       auto it = v->manifest->files.find(std::string(dn));
       if (it != v->manifest->files.end()) old = it->second;
@@ -446,7 +446,7 @@ Status Store::Impl::Publisher::publish_file(const DirContext& sctx, int sd, std:
       }
     }
   }
-  Status w = s_.write_sidecar(dd, dn, *rec, old, &extras);
+  Status w = s_.write_sidecar(dd, dn, *rec, old, &extras, &sj.st);
   if (!w) return w;
   if (s_.crash_at(step::kManifestWritten)) return crashed(step::kManifestWritten);
   if (Status u = unlist_source(sctx, sn, sj); !u) return u;
@@ -455,7 +455,7 @@ Status Store::Impl::Publisher::publish_file(const DirContext& sctx, int sd, std:
   if (Status d = sync_parents(sd, dd); !d) return d;
   if (s_.crash_at(step::kDirSynced)) return crashed(step::kDirSynced);
   if (old) {
-    Status f = s_.write_sidecar(dd, dn, *rec, std::nullopt, &extras);
+    Status f = s_.write_sidecar(dd, dn, *rec, std::nullopt, &extras, &sj.st);
     if (!f) return f;
     if (Status d = s_.sync_directory(dd); !d) return d;
     if (s_.crash_at(step::kSidecarFinal)) return crashed(step::kSidecarFinal);
@@ -559,7 +559,7 @@ Result<Found> Store::link(int src_path_fd, int dst_dir_fd, std::string_view dst_
     if (Status amended = s.list_record(*dctx->entry, key, *rec, extras); !amended) return amended.error();
     if (s.crash_at(publish_steps::kAmended)) return crashed(publish_steps::kAmended);
   } else {
-    Status w = s.write_sidecar(dst_dir_fd, dst_name, *rec, std::nullopt, &extras);
+    Status w = s.write_sidecar(dst_dir_fd, dst_name, *rec, std::nullopt, &extras, &placed->st);
     if (!w) return w.error();
     if (s.crash_at(publish_steps::kManifestWritten)) return crashed(publish_steps::kManifestWritten);
     if (Status l = do_link(); !l) return l.error();

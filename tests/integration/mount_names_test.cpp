@@ -115,11 +115,14 @@ TEST_F(Names, R10FifosWorkAndDevicesAreShownNeverSealed) {
   EXPECT_EQ(err_of(::unlink(m("null").c_str())), 0);
 }
 
+// Under a size-only name (tilelang's launcher.cpp) and pointing into its own
+// directory; a hashed name or a target that climbs out is refused (EPERM),
+// see mount_hostile_format_test.cpp.
 TEST_F(Names, SymlinksAreShownAsTheyAre) {
-  ASSERT_EQ(err_of(::symlink("../../etc/passwd", m("ln").c_str())), 0);
+  ASSERT_EQ(err_of(::symlink("sub/etc/passwd", m("launcher.cpp").c_str())), 0);
   char buf[256] = {};
-  ASSERT_EQ(::readlink(m("ln").c_str(), buf, sizeof buf), 16);
-  EXPECT_EQ(std::string(buf), "../../etc/passwd");
+  ASSERT_EQ(::readlink(m("launcher.cpp").c_str(), buf, sizeof buf), 14);
+  EXPECT_EQ(std::string(buf), "sub/etc/passwd");
 }
 
 TEST(NamesAllowOther, FilesCreatedByAnotherUserBelongToThatUser) {
