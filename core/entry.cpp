@@ -96,8 +96,9 @@ Status check_listed_file(Verifier& verifier, int base_fd, const std::string& pat
   return make_error(EBADMSG, path + ": sha256 differs from the manifest");
 }
 
-EntryVerifier::EntryVerifier(Verifier& verifier, std::chrono::nanoseconds ttl, std::size_t max_cached)
-    : verifier_(verifier), ttl_(ttl), max_cached_(max_cached == 0 ? 1 : max_cached) {}
+EntryVerifier::EntryVerifier(Verifier& verifier, std::chrono::nanoseconds ttl, std::size_t max_cached,
+                             const Profile* profile)
+    : verifier_(verifier), profile_(profile), ttl_(ttl), max_cached_(max_cached == 0 ? 1 : max_cached) {}
 
 std::shared_ptr<const EntryVerdict> EntryVerifier::find(const Verdicts& in, const EntryLocation& where,
                                                         const Stamp& manifest_stamp) {
@@ -213,6 +214,26 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::verify(const EntryLocation& w
       if (r != nullptr && r->sha256 && r->size > max_hashed_size_) {
         v->reason = path + ": " + std::to_string(r->size) + " bytes, above the profile's max_file_size of " +
                     std::to_string(max_hashed_size_);
+        return v;
+      }
+    }
+  }
+  // Symlink records (what a symlink leads to is never verified). In a
+  // directory entry the target stays inside the entry, and a name the profile
+  // hashes must be a regular file. A file entry of its own in a container (a
+  // symlink made there, shown as it is like a FIFO, R10) may point anywhere,
+  // but not under a name a validator guards (tilelang's *.so): an artefact.
+  for (const auto* records : {&manifest->files, &manifest->accept}) {
+    for (const auto& [path, rec] : *records) {
+      if (!rec.symlink) continue;
+      const std::string rel = join_rel(where.rel, path);
+      if (!where.file_entry && !symlink_stays_inside(path, *rec.symlink)) {
+        v->reason = path + ": symlink target leaves the entry";
+        return v;
+      }
+      if (profile_ != nullptr && (where.file_entry ? !profile_->validators_for(rel).empty()
+                                                   : !profile_->is_size_only(rel))) {
+        v->reason = path + ": a symlink where the profile hashes (must be a regular file)";
         return v;
       }
     }

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "core/manifest.hpp"
+#include "core/profile.hpp"
 #include "core/verifier.hpp"
 
 namespace sealfs {
@@ -48,6 +49,9 @@ struct EntryLocation {
   ino_t ino = 0;
   std::string file_name;       // file entries only: the file's name (must be the one key listed)
   bool file_entry = false;
+  // The manifest's directory below the backing root (the entry directory, or
+  // a file entry's parent): rel/<manifest key> is what the profile decides on.
+  std::string rel;
 };
 
 enum class VerifyDepth {
@@ -61,7 +65,12 @@ class EntryVerifier {
  public:
   // max_cached bounds each verdict map; a verdict holds its manifest and stamps
   // (1–2 KiB for a TileLang entry), and saves work only within the TTL.
-  EntryVerifier(Verifier& verifier, std::chrono::nanoseconds ttl, std::size_t max_cached = 1u << 13);
+  // profile: where set, a symlink record under a name the profile hashes
+  // makes the entry invalid (such a name must be a regular file). Verdicts
+  // are cached per entry object, so an entry moved to a path the profile
+  // judges differently keeps its verdict until its manifest changes.
+  EntryVerifier(Verifier& verifier, std::chrono::nanoseconds ttl, std::size_t max_cached = 1u << 13,
+                const Profile* profile = nullptr);
 
   // force_path: a manifest path hashed regardless of the stamp cache
   // (verify=always on open); "*" forces every file (fsck).
@@ -81,6 +90,7 @@ class EntryVerifier {
   std::shared_ptr<const EntryVerdict> verify(const EntryLocation& where, bool hash, std::string_view force_path);
 
   Verifier& verifier_;
+  const Profile* profile_;
   std::chrono::nanoseconds ttl_;
   std::size_t max_cached_;
   std::uint64_t max_hashed_size_ = UINT64_MAX;

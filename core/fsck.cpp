@@ -49,7 +49,7 @@ struct Store::Impl::FsckWalk {
       return;
     }
     std::shared_ptr<const EntryVerdict> entry;
-    if (ctx->entry) entry = s.entries.cached(s.dir_entry_location(ctx->entry->fd.get(), ctx->entry->st));
+    if (ctx->entry) entry = s.entries.cached(s.dir_entry_location(ctx->entry->fd.get(), ctx->entry->st, ctx->entry->rel));
     auto children = read_dir(dir_fd);
     if (!children) {
       problem(ctx->rel, "cannot read directory: " + children.error().message);
@@ -66,7 +66,7 @@ struct Store::Impl::FsckWalk {
         if (!sub) continue;
         auto m = stat_at(sub->get(), kDirManifest);
         if (m && S_ISREG(m->st_mode) &&
-            !check_entry(s.dir_entry_location(sub->get(), *st), dir_fd, c.name, *st, rel, {}))
+            !check_entry(s.dir_entry_location(sub->get(), *st, rel), dir_fd, c.name, *st, rel, {}))
           continue;  // invalid: nothing below it is visible
         walk(sub->get(), depth + 1);
       } else if (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode)) {
@@ -76,7 +76,7 @@ struct Store::Impl::FsckWalk {
             problem(rel, "not listed in its entry's manifest");
           }
         } else if (stat_at(dir_fd, sidecar_name(c.name))) {
-          check_entry(s.file_entry_location(dir_fd, c.name, *st), dir_fd, c.name, *st, rel,
+          check_entry(s.file_entry_location(dir_fd, c.name, *st, ctx->rel), dir_fd, c.name, *st, rel,
                       {sidecar_name(c.name)});
         } else {
           ++report.foreign;

@@ -45,7 +45,8 @@ Result<rapidjson::Document> parse_document(std::string_view text, int max_depth,
   rapidjson::Document doc;
   // Default flags: strict JSON; anything but whitespace after the root value
   // is an error (kParseErrorDocumentRootNotSingular), so no trailing garbage.
-  doc.Parse<rapidjson::kParseDefaultFlags>(text.data(), text.size());
+  // Strings must be valid UTF-8 (kParseValidateEncodingFlag).
+  doc.Parse<rapidjson::kParseDefaultFlags | rapidjson::kParseValidateEncodingFlag>(text.data(), text.size());
   if (doc.HasParseError()) {
     return err("invalid JSON at byte " + std::to_string(doc.GetErrorOffset()) + ": " +
                rapidjson::GetParseError_En(doc.GetParseError()));

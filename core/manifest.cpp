@@ -186,7 +186,96 @@ bool is_known_key(std::string_view key) {
   return key == kKeyVersion || key == kKeyFiles || key == kKeyAccept || key == kKeyName;
 }
 
+// Every string in v (keys included) is strict UTF-8. The raw text was checked
+// already; this catches what escapes decode to (RapidJSON turns a lone low
+// surrogate such as "\udc00" into the bytes of a surrogate, which is not UTF-8).
+bool strings_are_utf8(const JsonValue& v) {
+  switch (v.GetType()) {
+    case rapidjson::kStringType:
+      return is_valid_utf8(view(v));
+    case rapidjson::kObjectType:
+      for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it)
+        if (!is_valid_utf8(view(it->name)) || !strings_are_utf8(it->value)) return false;
+      return true;
+    case rapidjson::kArrayType:
+      for (const auto& e : v.GetArray())
+        if (!strings_are_utf8(e)) return false;
+      return true;
+    default:
+      return true;
+  }
+}
+
+// The checks every manifest text and extra section passes before and after
+// RapidJSON reads it (its UTF-8 input stream skips a BOM silently).
+Result<rapidjson::Document> parse_strict(std::string_view json) {
+  if (json.size() >= 3 && json.substr(0, 3) == "\xEF\xBB\xBF") return bad("starts with a byte-order mark");
+  if (!is_valid_utf8(json)) return bad("not valid UTF-8");
+  auto doc = json::parse_document(json, kMaxJsonDepth, bad);
+  if (!doc) return doc.error();
+  if (!strings_are_utf8(*doc)) return bad("a string escape decodes to invalid UTF-8");
+  return doc;
+}
+
 }  // namespace
+
+bool is_valid_utf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const std::size_t n = s.size();
+  std::size_t i = 0;
+  while (i < n) {
+    const unsigned c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t len = 0;
+    unsigned lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;       // overlong
+      if (c == 0xED) hi = 0x9F;       // surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;       // overlong
+      if (c == 0xF4) hi = 0x8F;       // above U+10FFFF
+    } else {
+      return false;  // continuation byte first, C0/C1, F5..FF
+    }
+    if (n - i < len) return false;
+    if (p[i + 1] < lo || p[i + 1] > hi) return false;
+    for (std::size_t k = 2; k < len; ++k)
+      if (p[i + k] < 0x80 || p[i + k] > 0xBF) return false;
+    i += len;
+  }
+  return true;
+}
+
+bool symlink_stays_inside(std::string_view key, std::string_view target) {
+  if (target.empty() || target.front() == '/') return false;
+  // How far the symlink's own directory lies below the manifest's directory.
+  // Manifest paths never pass through symlinks (the verifier opens them
+  // without following any), so that directory is a real one at this depth.
+  long depth = static_cast<long>(std::count(key.begin(), key.end(), '/'));
+  bool descended = false;
+  std::size_t start = 0;
+  for (;;) {
+    std::size_t slash = target.find('/', start);
+    std::string_view comp = target.substr(start, slash == std::string_view::npos ? target.npos : slash - start);
+    if (comp == "..") {
+      // ".." only before any name: "a/../.." would climb out of wherever
+      // "a" leads (a symlink to ".." one level down makes it the parent of
+      // the entry), which no reading of the text alone can bound.
+      if (descended || --depth < 0) return false;
+    } else if (!comp.empty() && comp != ".") {
+      descended = true;
+    }
+    if (slash == std::string_view::npos) return true;
+    start = slash + 1;
+  }
+}
 
 bool is_valid_manifest_path(std::string_view rel) {
   // No PATH_MAX bound: paths inside B may be longer (R10), and the store
@@ -205,7 +294,7 @@ bool is_valid_manifest_path(std::string_view rel) {
 
 Result<std::string> canonical_json(std::string_view json) {
   if (json.size() > kMaxManifestBytes) return bad("JSON text larger than the limit");
-  auto doc = json::parse_document(json, kMaxJsonDepth, bad);
+  auto doc = parse_strict(json);
   if (!doc) return doc.error();
   rapidjson::StringBuffer buf;
   JsonWriter w(buf);
@@ -216,7 +305,7 @@ Result<std::string> canonical_json(std::string_view json) {
 Result<Manifest> parse_manifest(std::string_view json) {
   if (json.size() > kMaxManifestBytes)
     return bad("larger than " + std::to_string(kMaxManifestBytes) + " bytes");
-  auto doc = json::parse_document(json, kMaxJsonDepth, bad);
+  auto doc = parse_strict(json);
   if (!doc) return doc.error();
   if (!doc->IsObject()) return bad("top level is not an object");
   auto members = sorted_members(*doc, "top level");

@@ -49,7 +49,11 @@ struct Manifest {
   bool operator==(const Manifest&) const = default;
 };
 
-Result<Manifest> parse_manifest(std::string_view json);  // EBADMSG with a reason on any defect
+// EBADMSG with a reason on any defect: among them a byte-order mark and invalid
+// UTF-8 anywhere (unknown sections and escaped lone surrogates included). Where
+// a symlink record may point is the entry verifier's rule (a directory entry's
+// symlinks stay inside it, symlink_stays_inside), not the format's.
+Result<Manifest> parse_manifest(std::string_view json);
 // Canonical bytes. Keys of `extra` that name a known section ("sealfs",
 // "files", "accept", "name") are skipped; an extra value that is not valid
 // JSON is written as null (parse_manifest never produces either).
@@ -65,5 +69,17 @@ Result<std::string> canonical_json(std::string_view json);
 // kMaxTreeDepth of them (no PATH_MAX bound, R10). Reserved names (".sealfs…") are the store's business, not
 // checked here.
 bool is_valid_manifest_path(std::string_view rel);
+
+// Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing above
+// U+10FFFF. A manifest is UTF-8 JSON, so every name and symlink target it
+// records must be valid UTF-8 (a publish of anything else is refused).
+bool is_valid_utf8(std::string_view s);
+
+// Whether a symlink recorded under manifest key `key` with `target` stays
+// inside the entry: relative, ".." only at its start (never after a name:
+// what a name leads to may itself be a symlink) and never above the directory
+// that holds the manifest, counting from the symlink's own directory
+// ("sub/l" → "../x" stays, "l" → "../x" and "sub/l" → "x/../../y" leave).
+bool symlink_stays_inside(std::string_view key, std::string_view target);
 
 }  // namespace sealfs

@@ -184,13 +184,15 @@ class Store::Impl::Publisher {
  public:
   explicit Publisher(Store::Impl& s) : s_(s) {}
 
+  // in_dir_entry: the record goes into a directory entry's manifest (else a sidecar).
   Result<FileRecord> record_for_file(int dir_fd, std::string_view name, const std::string& dst_rel,
-                                     const std::string& key, Manifest* extras) {
+                                     const std::string& key, bool in_dir_entry, Manifest* extras) {
     Store::Impl::RecordOptions how;
     how.sync_data = s_.durable();
     how.validate = true;
     how.profile_rel = dst_rel;
     how.key = key;
+    how.in_dir_entry = in_dir_entry;
     auto rec = s_.make_record(dir_fd, name, how, extras);
     if (!rec) return rec;
     if (s_.crash_at(step::kFilesSynced)) return crashed(step::kFilesSynced);
@@ -390,7 +392,7 @@ Status Store::Impl::Publisher::publish_file(const DirContext& sctx, int sd, std:
 
   const std::string key = dctx.entry ? dctx.entry_key(dn) : std::string(dn);
   Manifest extras;
-  auto rec = record_for_file(sd, sn, dst_rel, key, &extras);
+  auto rec = record_for_file(sd, sn, dst_rel, key, dctx.entry.has_value(), &extras);
   if (!rec) return rec.error();
   auto dj = clear_destination(dctx, dd, dn, sj.st, flags);
   if (!dj) return dj.error();
@@ -401,7 +403,7 @@ Status Store::Impl::Publisher::publish_file(const DirContext& sctx, int sd, std:
     // Replacing a listed file inside an entry: accept both while swapping.
     std::optional<FileRecord> old;
     if (dj->verdict == Verdict::visible && dj->kind == ObjectKind::entry_file) {
-      auto v = s_.entries.cached(s_.dir_entry_location(dctx.entry->fd.get(), dctx.entry->st));
+      auto v = s_.entries.cached(s_.dir_entry_location(dctx.entry->fd.get(), dctx.entry->st, dctx.entry->rel));
       if (v && v->manifest) {
         auto it = v->manifest->files.find(key);
         if (it != v->manifest->files.end()) old = it->second;
@@ -433,7 +435,7 @@ Status Store::Impl::Publisher::publish_file(const DirContext& sctx, int sd, std:
   // dst in a container (or the root): a file entry with its own sidecar.
   std::optional<FileRecord> old;
   if (dj->verdict == Verdict::visible && dj->kind == ObjectKind::file_entry) {
-    auto v = s_.entries.cached(s_.file_entry_location(dd, dn, dj->st));
+    auto v = s_.entries.cached(s_.file_entry_location(dd, dn, dj->st, dctx.rel));
     if (v && v->manifest) {
       auto it = v->manifest->files.find(std::string(dn));
       if (it != v->manifest->files.end()) old = it->second;
@@ -446,7 +448,7 @@ Status Store::Impl::Publisher::publish_file(const DirContext& sctx, int sd, std:
       }
     }
   }
-  Status w = s_.write_sidecar(dd, dn, *rec, old, &extras);
+  Status w = s_.write_sidecar(dd, dn, *rec, old, &extras, &sj.st);
   if (!w) return w;
   if (s_.crash_at(step::kManifestWritten)) return crashed(step::kManifestWritten);
   if (Status u = unlist_source(sctx, sn, sj); !u) return u;
@@ -455,7 +457,7 @@ Status Store::Impl::Publisher::publish_file(const DirContext& sctx, int sd, std:
   if (Status d = sync_parents(sd, dd); !d) return d;
   if (s_.crash_at(step::kDirSynced)) return crashed(step::kDirSynced);
   if (old) {
-    Status f = s_.write_sidecar(dd, dn, *rec, std::nullopt, &extras);
+    Status f = s_.write_sidecar(dd, dn, *rec, std::nullopt, &extras, &sj.st);
     if (!f) return f;
     if (Status d = s_.sync_directory(dd); !d) return d;
     if (s_.crash_at(step::kSidecarFinal)) return crashed(step::kSidecarFinal);
@@ -551,7 +553,7 @@ Result<Found> Store::link(int src_path_fd, int dst_dir_fd, std::string_view dst_
   Impl::Publisher p(s);
   const std::string key = dctx->entry ? dctx->entry_key(dst_name) : dn;
   Manifest extras;
-  auto rec = p.record_for_file(placed->parent.get(), placed->name, dst_rel, key, &extras);
+  auto rec = p.record_for_file(placed->parent.get(), placed->name, dst_rel, key, dctx->entry.has_value(), &extras);
   if (!rec) return rec.error();
   if (dctx->entry) {
     if (Status l = do_link(); !l) return l.error();
@@ -559,7 +561,7 @@ Result<Found> Store::link(int src_path_fd, int dst_dir_fd, std::string_view dst_
     if (Status amended = s.list_record(*dctx->entry, key, *rec, extras); !amended) return amended.error();
     if (s.crash_at(publish_steps::kAmended)) return crashed(publish_steps::kAmended);
   } else {
-    Status w = s.write_sidecar(dst_dir_fd, dst_name, *rec, std::nullopt, &extras);
+    Status w = s.write_sidecar(dst_dir_fd, dst_name, *rec, std::nullopt, &extras, &placed->st);
     if (!w) return w.error();
     if (s.crash_at(publish_steps::kManifestWritten)) return crashed(publish_steps::kManifestWritten);
     if (Status l = do_link(); !l) return l.error();

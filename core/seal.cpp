@@ -26,6 +26,7 @@ Status Store::Impl::seal_at(const DirContext& ctx, int dir_fd, std::string_view 
   how.validate = true;  // content checks apply however the content arrived
   how.profile_rel = rel;
   how.key = ctx.entry ? ctx.entry_key(name) : std::string(name);
+  how.in_dir_entry = ctx.entry.has_value();
   Manifest extras;
   auto rec = make_record(dir_fd, name, how, &extras);
   if (!rec) return rec.error();

@@ -65,7 +65,7 @@ Store::Impl::Impl(UniqueFd root, std::string root_path_, struct stat root_st_, P
       profile(std::move(profile_)),
       options(std::move(options_)),
       verifier(metrics),
-      entries(verifier, options.verdict_ttl),
+      entries(verifier, options.verdict_ttl, 1u << 13, &profile),
       quarantine(root_fd.get(), options.quarantine_max_objects, options.quarantine_max_bytes, metrics),
       dir_contexts(options.verdict_ttl) {
   entries.set_max_hashed_size(profile.max_file_size);
@@ -171,7 +171,7 @@ Result<std::vector<DirItem>> Store::list(int dir_fd) {
   if (ctx->entry) {
     // A directory of an entry known (or seen at stat level) to be invalid
     // shows nothing; the next lookup quarantines the entry.
-    auto v = s.entries.check(s.dir_entry_location(ctx->entry->fd.get(), ctx->entry->st), VerifyDepth::stat_only);
+    auto v = s.entries.check(s.dir_entry_location(ctx->entry->fd.get(), ctx->entry->st, ctx->entry->rel), VerifyDepth::stat_only);
     if (!v->valid) return out;
   }
   auto children = read_dir(dir_fd);
@@ -219,10 +219,10 @@ Result<UniqueFd> Store::open(int path_fd, int flags, PlaceHint hint) {
       std::optional<EntryLocation> where;
       std::string key;
       if (ctx->entry) {
-        where = s.dir_entry_location(ctx->entry->fd.get(), ctx->entry->st);
+        where = s.dir_entry_location(ctx->entry->fd.get(), ctx->entry->st, ctx->entry->rel);
         key = ctx->entry_key(placed->name);
       } else if (stat_at(placed->parent.get(), sidecar_name(placed->name))) {
-        where = s.file_entry_location(placed->parent.get(), placed->name, placed->st);
+        where = s.file_entry_location(placed->parent.get(), placed->name, placed->st, ctx->rel);
         key = placed->name;
       }
       if (where) {
@@ -323,6 +323,10 @@ Result<Found> Store::symlink(int dir_fd, std::string_view name, std::string_view
   Status sealed = s.seal_at(*ctx, dir_fd, name, false);
   if (!sealed) {
     ::unlinkat(dir_fd, std::string(name).c_str(), 0);
+    // Inside a directory entry, a symlink the profile refuses (a hashed
+    // name, a target leaving the entry): symlink(2)'s EPERM, "this
+    // filesystem does not allow it here". In a container any symlink goes.
+    if (sealed.code() == EBADMSG) return make_error(EPERM, sealed.error().message);
     return sealed.error();
   }
   return s.found_at(dir_fd, name, ctx->entry ? ObjectKind::entry_file : ObjectKind::file_entry);

@@ -188,6 +188,10 @@ class Store {
   Status abandon(int path_fd, PlaceHint hint = {});
   // Truncate by path with no handle open: truncate, then re-seal at once.
   Status truncate(int path_fd, off_t size, PlaceHint hint = {});
+  // After a chmod or chown of a sealed file (which never unseals, R10): the
+  // manifest that covers it gets the narrowest access of the files it lists
+  // again (manifest_file.hpp, ManifestAccess). Nothing to do for anything else.
+  Status refresh_manifest_access(int path_fd, PlaceHint hint = {});
 
   // ---- Offline tools -------------------------------------------------------
   Result<FsckReport> fsck(bool repair);

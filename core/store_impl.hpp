@@ -107,8 +107,11 @@ struct Store::Impl {
   // place() and the parent's context for a file closed through M, followed
   // across directory renames (seal.cpp); ENOENT when it no longer exists.
   Result<std::pair<Placed, DirContext>> place_closed_file(int path_fd, PlaceHint hint);
-  EntryLocation dir_entry_location(int dir_fd, const struct stat& st) const;
-  EntryLocation file_entry_location(int parent_fd, std::string_view name, const struct stat& st) const;
+  // rel: the entry directory's path below the root; parent_rel: the file
+  // entry's directory's (the profile decides on rel/<manifest key>).
+  EntryLocation dir_entry_location(int dir_fd, const struct stat& st, std::string_view rel) const;
+  EntryLocation file_entry_location(int parent_fd, std::string_view name, const struct stat& st,
+                                    std::string_view parent_rel) const;
 
   // ---- judgements -----------------------------------------------------------
   Result<Judgement> judge(const DirContext& ctx, int dir_fd, std::string_view name, VerifyDepth depth);
@@ -175,6 +178,12 @@ struct Store::Impl {
     bool validate = false;
     std::string profile_rel;  // decides size-only and validators
     std::string key;          // manifest key, for validator records
+    // A record in a directory entry's manifest: a symlink must stay inside
+    // the entry and may not stand under a name the profile hashes (what it
+    // leads to is never verified). A file entry of its own (a sidecar in a
+    // container) records any symlink as it is, like a FIFO (R10), unless a
+    // validator guards its name (an artefact such as tilelang's *.so).
+    bool in_dir_entry = true;
   };
   Result<FileRecord> make_record(int dir_fd, std::string_view name, const RecordOptions& how, Manifest* extras);
   // Read-modify-write of base_fd/manifest_name under its stripe lock, written
@@ -188,8 +197,11 @@ struct Store::Impl {
   // and extras' validator sections merged in.
   Status list_record(const EntryRoot& entry, std::string_view key, const FileRecord& rec, const Manifest& extras);
   // Writes the sidecar of dir_fd/name recording `record` (and `accept`).
+  // source: the file about to take that name (a publish writes the sidecar
+  // first), counted with whatever the name holds now for the sidecar's access.
   Status write_sidecar(int dir_fd, std::string_view name, const FileRecord& record,
-                       const std::optional<FileRecord>& accept, const Manifest* extras);
+                       const std::optional<FileRecord>& accept, const Manifest* extras,
+                       const struct stat* source = nullptr);
 
   // Shared by seal(), mknod() and symlink(): records dir_fd/name (regular file
   // or symlink) where it now lies (amend the entry or write the sidecar).

@@ -171,8 +171,9 @@ Result<Store::Impl::Placed> Store::Impl::place(int path_fd, DirContext* parent_c
   return p;
 }
 
-EntryLocation Store::Impl::dir_entry_location(int dir_fd, const struct stat& st) const {
+EntryLocation Store::Impl::dir_entry_location(int dir_fd, const struct stat& st, std::string_view rel) const {
   EntryLocation where;
+  where.rel = std::string(rel);
   where.base_fd = dir_fd;
   where.manifest_name = std::string(kDirManifest);
   where.dev = st.st_dev;
@@ -180,8 +181,10 @@ EntryLocation Store::Impl::dir_entry_location(int dir_fd, const struct stat& st)
   return where;
 }
 
-EntryLocation Store::Impl::file_entry_location(int parent_fd, std::string_view name, const struct stat& st) const {
+EntryLocation Store::Impl::file_entry_location(int parent_fd, std::string_view name, const struct stat& st,
+                                               std::string_view parent_rel) const {
   EntryLocation where;
+  where.rel = std::string(parent_rel);
   where.base_fd = parent_fd;
   where.manifest_name = sidecar_name(name);
   where.dev = st.st_dev;
@@ -219,7 +222,7 @@ Result<Judgement> Store::Impl::judge(const DirContext& ctx, int dir_fd, std::str
     if (!child) return child.error();
     auto m = stat_at(child->get(), kDirManifest);
     if (!m || !S_ISREG(m->st_mode)) return show(ctx.entry ? ObjectKind::entry_dir : ObjectKind::container);
-    auto v = entries.check(dir_entry_location(child->get(), *st), depth);
+    auto v = entries.check(dir_entry_location(child->get(), *st, ctx.child_rel(name)), depth);
     if (v->unknown) return make_error(EAGAIN, std::string(name) + ": not verified yet");
     if (v->error) return make_error(v->error, std::string(name) + ": " + v->reason);
     if (v->valid) return show(ObjectKind::dir_entry);
@@ -230,7 +233,7 @@ Result<Judgement> Store::Impl::judge(const DirContext& ctx, int dir_fd, std::str
   };
 
   if (ctx.entry) {
-    auto v = entries.check(dir_entry_location(ctx.entry->fd.get(), ctx.entry->st), depth);
+    auto v = entries.check(dir_entry_location(ctx.entry->fd.get(), ctx.entry->st, ctx.entry->rel), depth);
     if (v->unknown) return make_error(EAGAIN, std::string(name) + ": entry not verified yet");
     // Written through M right now: visible whatever a check of it says (R4).
     if (v->error && type == S_IFREG && in_progress(*st)) return show(ObjectKind::in_progress);
@@ -255,7 +258,7 @@ Result<Judgement> Store::Impl::judge(const DirContext& ctx, int dir_fd, std::str
     const std::string sidecar = sidecar_name(name);
     auto sst = stat_at(dir_fd, sidecar);
     if (sst) {
-      auto v = entries.check(file_entry_location(dir_fd, name, *st), depth);
+      auto v = entries.check(file_entry_location(dir_fd, name, *st, ctx.rel), depth);
       if (v->unknown) return make_error(EAGAIN, std::string(name) + ": not verified yet");
       if (v->valid) return show(ObjectKind::file_entry);
       // Written through M and still open: the writer's seal will fix the sidecar.

@@ -87,10 +87,24 @@ Result<FileRecord> Store::Impl::make_record(int dir_fd, std::string_view name, c
                                             Manifest* extras) {
   auto st = stat_at(dir_fd, name);
   if (!st) return st.error();
+  // A manifest is UTF-8 JSON in one canonical form, and a reader refuses any
+  // other (DESIGN.md, Manifests): a name it cannot hold is refused here.
+  if (!is_valid_utf8(how.key)) return make_error(EILSEQ, how.profile_rel + ": a name that is not valid UTF-8");
   FileRecord rec;
   if (S_ISLNK(st->st_mode)) {
+    // What a symlink leads to is never verified, so a name the profile
+    // hashes must be a regular file, and a target must stay in the entry.
+    auto refuse = [&](const std::string& why) -> Error {
+      metrics.rejected.fetch_add(1, std::memory_order_relaxed);
+      return make_error(EBADMSG, how.profile_rel + ": " + why);
+    };
+    // The same rules as the entry verifier's (core/entry.cpp).
+    if (how.in_dir_entry ? !profile.is_size_only(how.profile_rel) : !profile.validators_for(how.profile_rel).empty())
+      return refuse("a symlink where the profile hashes (must be a regular file)");
     auto target = read_link_at(dir_fd, name);
     if (!target) return target.error();
+    if (!is_valid_utf8(*target)) return make_error(EILSEQ, how.profile_rel + ": a symlink target that is not UTF-8");
+    if (how.in_dir_entry && !symlink_stays_inside(how.key, *target)) return refuse("symlink target leaves the entry");
     rec.size = target->size();
     rec.symlink = std::move(*target);
     return rec;
@@ -167,7 +181,8 @@ Status Store::Impl::edit_manifest(int base_fd, const struct stat& holder, std::s
 }
 
 Status Store::Impl::write_sidecar(int dir_fd, std::string_view name, const FileRecord& record,
-                                  const std::optional<FileRecord>& accept, const Manifest* extras) {
+                                  const std::optional<FileRecord>& accept, const Manifest* extras,
+                                  const struct stat* source) {
   Manifest m;
   m.files[std::string(name)] = record;
   if (accept) m.accept[std::string(name)] = *accept;
@@ -176,7 +191,45 @@ Status Store::Impl::write_sidecar(int dir_fd, std::string_view name, const FileR
   auto holder = stat_fd(dir_fd);
   if (!holder) return holder.error();
   std::lock_guard lock(manifest_lock(*holder));
-  return write_manifest_atomic(dir_fd, sidecar_name(name), m, durable());
+  std::vector<struct stat> also;
+  if (source) also.push_back(*source);
+  return write_manifest_atomic(dir_fd, sidecar_name(name), m, durable(), also);
+}
+
+// A chmod or chown through M never unseals (R10), but it changes who may read
+// the file, so the manifest that covers it follows: its access is computed
+// again from every file it lists (narrower or wider) and set in place, under
+// the manifest's lock so no concurrent rewrite is undone.
+Status Store::refresh_manifest_access(int path_fd, PlaceHint hint) {
+  Impl& s = *impl_;
+  auto st = stat_fd(path_fd);
+  if (!st) return st.error();
+  if (!S_ISREG(st->st_mode)) return {};
+  DirContext ctx;
+  auto placed = s.place(path_fd, &ctx, &*st, hint);
+  if (!placed) return {};  // no longer below the root: no manifest of ours covers it
+  if (ctx.is_volatile || s.profile.is_volatile(placed->rel)) return {};
+  int base = placed->parent.get();
+  std::string manifest_name = sidecar_name(placed->name);
+  std::string key = placed->name;
+  struct stat holder = ctx.st;
+  if (ctx.entry) {
+    base = ctx.entry->fd.get();
+    manifest_name = std::string(kDirManifest);
+    key = ctx.entry_key(placed->name);
+    holder = ctx.entry->st;
+  } else if (auto pst = stat_fd(base)) {
+    holder = *pst;
+  }
+  std::lock_guard lock(s.manifest_lock(holder));
+  auto loaded = read_manifest_at(base, manifest_name);
+  if (!loaded || loaded->manifest.files.count(key) == 0) return {};  // not sealed: nothing tells about it
+  int raw = ::openat(base, manifest_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (raw < 0) return errno_error("open " + manifest_name);
+  UniqueFd fd(raw);
+  auto now = stat_fd(fd.get());
+  if (!now || !S_ISREG(now->st_mode) || Stamp::of(*now).ino != loaded->stamp.ino) return {};  // replaced meanwhile
+  return apply_access(fd.get(), narrowest_access(covered_files(base, loaded->manifest)));
 }
 
 Status Store::Impl::unlist(const EntryRoot& entry, std::string_view key) {

@@ -292,6 +292,11 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
       const int rc = hfd >= 0 ? ::futimens(hfd, tv) : ::utimensat(pfd, "", tv, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
       if (rc != 0) return (void)fuse_reply_err(req, errno_or(EIO));
     }
+    if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+      // Who may read the file changed: so does who may read its manifest.
+      if (Status s = fs.store->refresh_manifest_access(pfd, inode->last_seen().hint()); !s)
+        syslog(LOG_WARNING, "sealfs: access of a manifest after chmod/chown: %s", s.error().message.c_str());
+    }
     struct stat st {};
     if (int e = stat_fd(pfd, st)) return (void)fuse_reply_err(req, e);
     fuse_reply_attr(req, &st, timeout_for(fs, inode->kind, st.st_mode));

@@ -252,14 +252,16 @@ TEST_F(StoreTest, LongNamesGetHashedSidecars) {
 
 TEST_F(StoreTest, SymlinkIsSealedWithItsTarget) {
   UniqueFd root = dir("");
-  auto l = store().symlink(root.get(), "link", "some/target");
+  // A size-only name (the test profile's *.src): a hashed one must be a
+  // regular file (DESIGN.md, Manifests).
+  auto l = store().symlink(root.get(), "link.src", "some/target");
   ASSERT_TRUE(l.ok()) << l.error().message;
   EXPECT_EQ(l->kind, ObjectKind::file_entry);
-  EXPECT_TRUE(visible("link"));
+  EXPECT_TRUE(visible("link.src"));
   // Retargeted behind the mount: the record no longer matches.
-  ASSERT_EQ(::unlink(B("link").c_str()), 0);
-  ASSERT_EQ(::symlink("other/target", B("link").c_str()), 0);
-  EXPECT_EQ(lookup_errno("link"), ENOENT);
+  ASSERT_EQ(::unlink(B("link.src").c_str()), 0);
+  ASSERT_EQ(::symlink("other/target", B("link.src").c_str()), 0);
+  EXPECT_EQ(lookup_errno("link.src"), ENOENT);
   EXPECT_EQ(quarantine_slots(), 1u);
 }
 
@@ -425,8 +427,8 @@ TEST_F(StoreTest, CreateOverHiddenObjectQuarantinesItFirst) {
   // mkdir over a hidden file, symlink over another.
   write_file(B("d"), "foreign");
   EXPECT_TRUE(store().mkdir(root.get(), "d", 0755).ok());
-  write_file(B("l"), "foreign");
-  EXPECT_TRUE(store().symlink(root.get(), "l", "t").ok());
+  write_file(B("l.src"), "foreign");
+  EXPECT_TRUE(store().symlink(root.get(), "l.src", "t").ok());
   EXPECT_EQ(quarantine_slots(), 3u);
   EXPECT_EQ(store().mkdir(root.get(), "d", 0755).code(), EEXIST);
 }
@@ -521,11 +523,11 @@ TEST_F(StoreTest, UnlinkInsideEntryShrinksTheManifest) {
 
 TEST_F(StoreTest, UnlinkOfFileEntryRemovesSidecar) {
   UniqueFd root = dir("");
-  ASSERT_TRUE(store().symlink(root.get(), "l", "t").ok());
-  ASSERT_TRUE(exists_nofollow(B(".sealfs-manifest.l")));
-  ASSERT_TRUE(store().unlink(root.get(), "l").ok());
-  EXPECT_FALSE(exists_nofollow(B("l")));
-  EXPECT_FALSE(exists_nofollow(B(".sealfs-manifest.l")));
+  ASSERT_TRUE(store().symlink(root.get(), "l.src", "t").ok());
+  ASSERT_TRUE(exists_nofollow(B(".sealfs-manifest.l.src")));
+  ASSERT_TRUE(store().unlink(root.get(), "l.src").ok());
+  EXPECT_FALSE(exists_nofollow(B("l.src")));
+  EXPECT_FALSE(exists_nofollow(B(".sealfs-manifest.l.src")));
 }
 
 TEST_F(StoreTest, OpenRechecksChangedFilesAndRefusesCreateFlags) {
