@@ -67,34 +67,16 @@ namespace {
 // (whose d_ino is the covered directory's), every directory entry by fstatat.
 // ENOENT when none holds it (it moved meanwhile).
 Result<std::string> name_in(int parent_fd, const struct stat& child) {
-  auto fd = open_dir_readable(parent_fd);
-  if (!fd) return fd.error();
-  struct DirCloser {
-    void operator()(DIR* d) const { ::closedir(d); }
-  };
-  std::unique_ptr<DIR, DirCloser> dir(::fdopendir(fd->get()));
-  if (!dir) return errno_error("fdopendir");
-  fd->release();  // now owned by the DIR stream
-  auto holds = [&](const char* name) {
+  auto children = read_dir(parent_fd);
+  if (!children) return children.error();
+  auto holds = [&](const std::string& name) {
     struct stat st {};
-    return ::fstatat(parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && same_object(st, child);
+    return ::fstatat(parent_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && same_object(st, child);
   };
-  for (int pass = 0; pass < 2; ++pass) {
-    ::rewinddir(dir.get());
-    for (;;) {
-      errno = 0;
-      struct dirent* de = ::readdir(dir.get());
-      if (de == nullptr) {
-        if (errno != 0) return errno_error("readdir");
-        break;
-      }
-      std::string_view name(de->d_name);
-      if (name == "." || name == "..") continue;
-      const bool candidate = pass == 0 ? de->d_ino == child.st_ino
-                                       : (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) && de->d_ino != child.st_ino;
-      if (candidate && holds(de->d_name)) return std::string(name);
-    }
-  }
+  for (const auto& c : *children)
+    if (c.ino == child.st_ino && holds(c.name)) return c.name;
+  for (const auto& c : *children)
+    if ((c.type == DT_DIR || c.type == DT_UNKNOWN) && c.ino != child.st_ino && holds(c.name)) return c.name;
   return make_error(ENOENT, "directory not found in its parent (moved meanwhile)");
 }
 
