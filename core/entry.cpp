@@ -231,8 +231,8 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::verify(const EntryLocation& w
         v->reason = path + ": symlink target leaves the entry";
         return v;
       }
-      if (profile_ != nullptr && (where.file_entry ? !profile_->validators_for(rel).empty()
-                                                   : !profile_->is_size_only(rel))) {
+      const bool hashed = profile_ != nullptr && !profile_->is_size_only(rel);
+      if (hashed && (!where.file_entry || !profile_->validators_for(rel).empty())) {
         v->reason = path + ": a symlink where the profile hashes (must be a regular file)";
         return v;
       }

@@ -40,13 +40,17 @@ bool depth_within(std::string_view text, int max_depth) {
 
 }  // namespace
 
-Result<rapidjson::Document> parse_document(std::string_view text, int max_depth, const ErrorStyle& err) {
+Result<rapidjson::Document> parse_document(std::string_view text, int max_depth, const ErrorStyle& err,
+                                           bool validate_utf8) {
   if (!depth_within(text, max_depth)) return err("nested deeper than " + std::to_string(max_depth) + " levels");
   rapidjson::Document doc;
   // Default flags: strict JSON; anything but whitespace after the root value
   // is an error (kParseErrorDocumentRootNotSingular), so no trailing garbage.
-  // Strings must be valid UTF-8 (kParseValidateEncodingFlag).
-  doc.Parse<rapidjson::kParseDefaultFlags | rapidjson::kParseValidateEncodingFlag>(text.data(), text.size());
+  // Strings must be valid UTF-8 (kParseValidateEncodingFlag) unless asked not to.
+  if (validate_utf8)
+    doc.Parse<rapidjson::kParseDefaultFlags | rapidjson::kParseValidateEncodingFlag>(text.data(), text.size());
+  else
+    doc.Parse<rapidjson::kParseDefaultFlags>(text.data(), text.size());
   if (doc.HasParseError()) {
     return err("invalid JSON at byte " + std::to_string(doc.GetErrorOffset()) + ": " +
                rapidjson::GetParseError_En(doc.GetParseError()));

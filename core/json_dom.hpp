@@ -24,7 +24,10 @@ struct ErrorStyle {
 // Nesting depth of objects/arrays is checked on the raw text before RapidJSON
 // sees it, so neither its recursive parser nor the recursive destructor of a
 // Document can exhaust the stack on hostile input.
-Result<rapidjson::Document> parse_document(std::string_view text, int max_depth, const ErrorStyle& err);
+// validate_utf8=false: strings keep whatever bytes they hold (manifests carry
+// file names, which are bytes; the caller checks every other string).
+Result<rapidjson::Document> parse_document(std::string_view text, int max_depth, const ErrorStyle& err,
+                                           bool validate_utf8 = true);
 
 inline std::string_view string_of(const rapidjson::Value& v) { return {v.GetString(), v.GetStringLength()}; }
 

@@ -206,14 +206,41 @@ bool strings_are_utf8(const JsonValue& v) {
   }
 }
 
+// File names are bytes (POSIX allows any but '/' and NUL), so the places that
+// carry them (the keys of "files" and "accept", "name", a record's
+// "symlink") hold them verbatim, one spelling per name. Every other string,
+// unknown sections included, must be UTF-8.
+bool manifest_strings_ok(const JsonValue& doc) {
+  if (!doc.IsObject()) return strings_are_utf8(doc);
+  for (auto it = doc.MemberBegin(); it != doc.MemberEnd(); ++it) {
+    const std::string_view key = view(it->name);
+    const JsonValue& v = it->value;
+    if ((key == kKeyFiles || key == kKeyAccept) && v.IsObject()) {
+      for (auto rec = v.MemberBegin(); rec != v.MemberEnd(); ++rec) {
+        if (!rec->value.IsObject()) {
+          if (!strings_are_utf8(rec->value)) return false;
+          continue;
+        }
+        for (auto f = rec->value.MemberBegin(); f != rec->value.MemberEnd(); ++f)
+          if (view(f->name) != kKeySymlink && (!is_valid_utf8(view(f->name)) || !strings_are_utf8(f->value)))
+            return false;
+      }
+    } else if (key != kKeyName && (!is_valid_utf8(key) || !strings_are_utf8(v))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // The checks every manifest text and extra section passes before and after
-// RapidJSON reads it (its UTF-8 input stream skips a BOM silently).
-Result<rapidjson::Document> parse_strict(std::string_view json) {
+// RapidJSON reads it (its UTF-8 input stream skips a BOM silently). names:
+// a whole manifest, whose file names are bytes (manifest_strings_ok).
+Result<rapidjson::Document> parse_strict(std::string_view json, bool names = false) {
   if (json.size() >= 3 && json.substr(0, 3) == "\xEF\xBB\xBF") return bad("starts with a byte-order mark");
-  if (!is_valid_utf8(json)) return bad("not valid UTF-8");
-  auto doc = json::parse_document(json, kMaxJsonDepth, bad);
+  if (!names && !is_valid_utf8(json)) return bad("not valid UTF-8");
+  auto doc = json::parse_document(json, kMaxJsonDepth, bad, !names);
   if (!doc) return doc.error();
-  if (!strings_are_utf8(*doc)) return bad("a string escape decodes to invalid UTF-8");
+  if (!(names ? manifest_strings_ok(*doc) : strings_are_utf8(*doc))) return bad("a string that is not valid UTF-8");
   return doc;
 }
 
@@ -305,7 +332,7 @@ Result<std::string> canonical_json(std::string_view json) {
 Result<Manifest> parse_manifest(std::string_view json) {
   if (json.size() > kMaxManifestBytes)
     return bad("larger than " + std::to_string(kMaxManifestBytes) + " bytes");
-  auto doc = parse_strict(json);
+  auto doc = parse_strict(json, true);
   if (!doc) return doc.error();
   if (!doc->IsObject()) return bad("top level is not an object");
   auto members = sorted_members(*doc, "top level");

@@ -16,6 +16,7 @@
 #include <optional>
 #include <utility>
 
+#include "core/manifest.hpp"
 #include "core/store.hpp"
 #include "core/store_paths.hpp"
 #include "core/unique_fd.hpp"
@@ -57,8 +58,24 @@ struct ReasonRecord {
   std::optional<Dropped> dropped;
 };
 
+// reason.json is UTF-8 for every reader; a path whose bytes are not (file
+// names are bytes) is written with each byte above 0x7f as the text \xHH.
 void put(rapidjson::Writer<rapidjson::StringBuffer>& w, std::string_view s) {
-  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  if (is_valid_utf8(s)) {
+    w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+    return;
+  }
+  std::string shown;
+  for (unsigned char c : s) {
+    if (c < 0x80) {
+      shown.push_back(static_cast<char>(c));
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      shown += hex;
+    }
+  }
+  w.String(shown.data(), static_cast<rapidjson::SizeType>(shown.size()));
 }
 
 std::string reason_json(const ReasonRecord& r) {

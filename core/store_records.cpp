@@ -87,9 +87,6 @@ Result<FileRecord> Store::Impl::make_record(int dir_fd, std::string_view name, c
                                             Manifest* extras) {
   auto st = stat_at(dir_fd, name);
   if (!st) return st.error();
-  // A manifest is UTF-8 JSON in one canonical form, and a reader refuses any
-  // other (DESIGN.md, Manifests): a name it cannot hold is refused here.
-  if (!is_valid_utf8(how.key)) return make_error(EILSEQ, how.profile_rel + ": a name that is not valid UTF-8");
   FileRecord rec;
   if (S_ISLNK(st->st_mode)) {
     // What a symlink leads to is never verified, so a name the profile
@@ -99,11 +96,11 @@ Result<FileRecord> Store::Impl::make_record(int dir_fd, std::string_view name, c
       return make_error(EBADMSG, how.profile_rel + ": " + why);
     };
     // The same rules as the entry verifier's (core/entry.cpp).
-    if (how.in_dir_entry ? !profile.is_size_only(how.profile_rel) : !profile.validators_for(how.profile_rel).empty())
+    const bool hashed = !profile.is_size_only(how.profile_rel);
+    if (hashed && (how.in_dir_entry || !profile.validators_for(how.profile_rel).empty()))
       return refuse("a symlink where the profile hashes (must be a regular file)");
     auto target = read_link_at(dir_fd, name);
     if (!target) return target.error();
-    if (!is_valid_utf8(*target)) return make_error(EILSEQ, how.profile_rel + ": a symlink target that is not UTF-8");
     if (how.in_dir_entry && !symlink_stays_inside(how.key, *target)) return refuse("symlink target leaves the entry");
     rec.size = target->size();
     rec.symlink = std::move(*target);

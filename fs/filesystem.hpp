@@ -38,6 +38,7 @@ struct FileHandle {
   // it only created is sealed (empty) all the same.
   std::atomic<bool> changed{false};
   bool made = false;
+  std::atomic<bool> closed_normally{false};  // a FLUSH came from a task closing normally
   // A read handle of a sealed file: the stamp of the content that was
   // verified. Every READ compares the backing file with it (R2: every byte
   // served equals the bytes verified); guarded by stamp_mu.

@@ -186,7 +186,8 @@ void finish_handle(Filesystem& fs, FileHandle& handle) {
   handle.fd.reset();
   if (!handle.tracked) return;
   const InodeRef& inode = handle.inode;
-  const HandleEnd end{handle.changed.load(), handle.abandoned.load() || !handle.flushed.load(), handle.made};
+  const HandleEnd end{handle.changed.load(), handle.abandoned.load() || !handle.flushed.load(), handle.made,
+                      handle.closed_normally.load()};
   const auto last = fs.writers.released(inode->dev, inode->ino, end);
   if (!last) return;
   Status status;
@@ -552,8 +553,12 @@ void op_flush(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
   guarded(req, [&] {
     auto handle = file_or_reply(req, fi);
     if (!handle) return;
-    if (handle->tracked && closer_state_of(fuse_req_ctx(req)->pid) == CloserState::abandoned)
-      handle->abandoned = true;
+    if (handle->tracked) {
+      if (closer_state_of(fuse_req_ctx(req)->pid) == CloserState::abandoned)
+        handle->abandoned = true;
+      else
+        handle->closed_normally = true;
+    }
     handle->flushed = true;
     fuse_reply_err(req, 0);
   });

@@ -84,10 +84,12 @@ std::optional<LastClose> WriterTracking::released(dev_t dev, ino_t ino, HandleEn
   if (it == files_.end() || it->second.writers == 0) return std::nullopt;
   State& s = it->second;
   s.changed = s.changed || end.changed || end.made;
-  // R10: a writer that exits abnormally abandons only a file it wrote,
-  // truncated or allocated; one it merely created (a lock file whose last
-  // holder was killed) is sealed as it is.
-  s.abandoned = s.abandoned || (end.abandoned && end.changed);
+  // R10: a writer that exits abnormally abandons a file it wrote, truncated
+  // or allocated. One it only created is abandoned when no close of it was
+  // normal (a writer killed before its first write: R4, nothing visible);
+  // a lock file whose creator closed it and whose last holder, a child
+  // sharing the descriptor, was killed is sealed as it is.
+  s.abandoned = s.abandoned || (end.abandoned && (end.changed || (end.made && !end.closed_normally)));
   if (--s.writers > 0) return std::nullopt;
   ++s.sealing;
   const LastClose what = !s.changed ? LastClose::untouched : s.abandoned ? LastClose::abandon : LastClose::seal;

@@ -42,9 +42,10 @@ enum class LastClose {
 
 // How one write handle ended.
 struct HandleEnd {
-  bool changed = false;    // it wrote, truncated or allocated the file
-  bool abandoned = false;  // its closer was dying abnormally, or no FLUSH came
-  bool made = false;       // it created the file (sealed even when empty)
+  bool changed = false;          // it wrote, truncated or allocated the file
+  bool abandoned = false;        // a closer was dying abnormally, or no FLUSH came
+  bool made = false;             // it created the file (sealed even when empty)
+  bool closed_normally = false;  // at least one of its closes came from a task closing normally
 };
 
 class WriterTracking {

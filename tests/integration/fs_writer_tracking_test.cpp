@@ -52,7 +52,8 @@ constexpr HandleEnd kWrote{true, false};
 constexpr HandleEnd kWroteAbandoned{true, true};
 constexpr HandleEnd kOpenedOnly{false, false};
 constexpr HandleEnd kOpenedOnlyAbandoned{false, true};
-constexpr HandleEnd kMadeOnlyAbandoned{false, true, true};
+constexpr HandleEnd kMadeOnlyAbandoned{false, true, true, true};  // its creator closed it normally
+constexpr HandleEnd kMadeByAKilledWriter{false, true, true, false};
 
 TEST(WriterTrackingTest, InProgressUntilTheSealAfterTheLastRelease) {
   WriterTracking w;
@@ -110,6 +111,13 @@ TEST(WriterTrackingTest, AFileOnlyCreatedByAnAbandonedHandleIsSealed) {
   auto last = w.released(1, 2, kMadeOnlyAbandoned);
   ASSERT_TRUE(last.has_value());
   EXPECT_EQ(*last, LastClose::seal);
+  w.finished(1, 2);
+  // R4: a writer killed after its create and before its first write (no
+  // normal close at all) leaves nothing visible.
+  w.opened(1, 2);
+  auto killed = w.released(1, 2, kMadeByAKilledWriter);
+  ASSERT_TRUE(killed.has_value());
+  EXPECT_EQ(*killed, LastClose::abandon);
 }
 
 TEST(WriterTrackingTest, UnknownReleaseAndCancelDoNothing) {
