@@ -16,6 +16,7 @@
 #include "core/store.hpp"
 #include "core/store_paths.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/unit/entry_location.hpp"
 
 namespace sealfs::test {
 namespace {
@@ -28,16 +29,7 @@ class EntryTest : public ::testing::Test {
     ASSERT_GE(raw, 0);
     dir_.reset(raw);
   }
-  EntryLocation where() {
-    struct stat st {};
-    EXPECT_EQ(::fstat(dir_.get(), &st), 0);
-    EntryLocation w;
-    w.base_fd = dir_.get();
-    w.manifest_name = std::string(kDirManifest);
-    w.dev = st.st_dev;
-    w.ino = st.st_ino;
-    return w;
-  }
+  EntryLocation where() { return dir_entry_at(dir_.get()); }
   void put(const std::string& name, const std::string& content) { write_file(tmp_ / ("e/" + name), content); }
   void seal(const Manifest& m) { ASSERT_TRUE(write_manifest_atomic(dir_.get(), kDirManifest, m, false).ok()); }
   static FileRecord hashed(const std::string& content) {

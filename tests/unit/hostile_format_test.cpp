@@ -15,6 +15,7 @@
 #include "core/manifest.hpp"
 #include "core/manifest_file.hpp"
 #include "tests/unit/store_fixture.hpp"
+#include "tests/unit/entry_location.hpp"
 
 namespace sealfs::test {
 namespace {
@@ -92,17 +93,7 @@ class HostileEntry : public ::testing::Test {
     profile_.name = "t";
     profile_.size_only_globs = {"**/*.src"};
   }
-  EntryLocation where() {
-    struct stat st {};
-    EXPECT_EQ(::fstat(dir_.get(), &st), 0);
-    EntryLocation w;
-    w.base_fd = dir_.get();
-    w.manifest_name = std::string(kDirManifest);
-    w.dev = st.st_dev;
-    w.ino = st.st_ino;
-    w.rel = "c/e";
-    return w;
-  }
+  EntryLocation where() { return dir_entry_at(dir_.get(), "c/e"); }
   TempDir tmp_{"sealfs-hostile"};
   UniqueFd dir_;
   Profile profile_;
