@@ -147,8 +147,21 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::check(const EntryLocation& wh
     return unknown;
   }
   auto verdict = verify(where, depth != VerifyDepth::stat_only, force_path);
-  if (verdict->manifest && !verdict->transient) keep(verdict->hashed ? verdicts_ : stat_verdicts_, where, verdict);
+  if (verdict->manifest && !verdict->transient && !verdict->amending) keep(verdict->hashed ? verdicts_ : stat_verdicts_, where, verdict);
   return verdict;
+}
+
+bool EntryVerifier::listed_file_in_progress(int base_fd, const std::string& path) const {
+  if (!in_progress_) return false;
+  auto [parent_rel, leaf] = split_parent(path);
+  UniqueFd parent_holder;
+  if (!parent_rel.empty()) {
+    auto p = open_beneath(base_fd, parent_rel, O_PATH | O_DIRECTORY);
+    if (!p) return false;
+    parent_holder = std::move(*p);
+  }
+  auto st = stat_at(parent_holder ? parent_holder.get() : base_fd, leaf);
+  return st && in_progress_(*st);
 }
 
 std::shared_ptr<const EntryVerdict> EntryVerifier::cached_by_key(dev_t dev, ino_t ino) {
@@ -251,6 +264,10 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::verify(const EntryLocation& w
         v->transient = true;
         v->error = s.code();
         return v;
+      }
+      if (!s && listed_file_in_progress(where.base_fd, path)) {
+        v->amending = true;  // written through M right now: its seal decides (R4)
+        continue;
       }
       if (!s) {
         v->reason = s.error().message;

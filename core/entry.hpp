@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,9 @@ struct EntryVerdict {
   // errno, never cached, never a verdict (R2). Implies transient.
   int error = 0;
   bool unknown = false;                       // cached_only found no fresh verdict: nothing was checked
+  // Valid apart from listed files being written through M right now (R4):
+  // their seal or abandon will rewrite the manifest. Never cached.
+  bool amending = false;
 };
 
 // Where an entry's manifest and files are.
@@ -81,6 +85,9 @@ class EntryVerifier {
   // Records of hashed files larger than this are damage, never hashed (the
   // profile's max_file_size).
   void set_max_hashed_size(std::uint64_t bytes) { max_hashed_size_ = bytes; }
+  // Whether a regular file is being written through M (R4). A listed file
+  // that is does not count against its entry while it does not match.
+  void set_in_progress(std::function<bool(const struct stat&)> in_progress) { in_progress_ = std::move(in_progress); }
   // The cached verdict of the entry object (dev, ino), whatever its age and
   // whatever its manifest holds now (for objects replaced since verified).
   std::shared_ptr<const EntryVerdict> cached_by_key(dev_t dev, ino_t ino);
@@ -94,6 +101,8 @@ class EntryVerifier {
   std::chrono::nanoseconds ttl_;
   std::size_t max_cached_;
   std::uint64_t max_hashed_size_ = UINT64_MAX;
+  std::function<bool(const struct stat&)> in_progress_;
+  bool listed_file_in_progress(int base_fd, const std::string& path) const;
   using Key = std::pair<dev_t, ino_t>;
   using Verdicts = std::map<Key, std::shared_ptr<const EntryVerdict>>;
   std::shared_ptr<const EntryVerdict> find(const Verdicts& in, const EntryLocation& where,

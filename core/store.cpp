@@ -69,6 +69,7 @@ Store::Impl::Impl(UniqueFd root, std::string root_path_, struct stat root_st_, P
       quarantine(root_fd.get(), options.quarantine_max_objects, options.quarantine_max_bytes, metrics),
       dir_contexts(options.verdict_ttl) {
   entries.set_max_hashed_size(profile.max_file_size);
+  entries.set_in_progress([this](const struct stat& st) { return in_progress(st); });
   if (options.fault_hook)
     verifier.set_mid_hash_hook([hook = options.fault_hook] { hook(seal_steps::kHashing); });
 }

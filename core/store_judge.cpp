@@ -246,8 +246,9 @@ Result<Judgement> Store::Impl::judge(const DirContext& ctx, int dir_fd, std::str
     }
     if (type == S_IFDIR) return verify_child_dir();
     if (type == S_IFREG || type == S_IFLNK) {
-      if (v->manifest && v->manifest->files.count(ctx.entry_key(name)) != 0) return show(ObjectKind::entry_file);
+      // Written through M right now, listed or not: its seal decides (R4).
       if (in_progress(*st)) return show(ObjectKind::in_progress);
+      if (v->manifest && v->manifest->files.count(ctx.entry_key(name)) != 0) return show(ObjectKind::entry_file);
       return hide("not listed in the entry's manifest");
     }
     return hide("unknown file type");
@@ -258,11 +259,11 @@ Result<Judgement> Store::Impl::judge(const DirContext& ctx, int dir_fd, std::str
     const std::string sidecar = sidecar_name(name);
     auto sst = stat_at(dir_fd, sidecar);
     if (sst) {
+      // Written through M right now: the writer's seal will fix the sidecar.
+      if (in_progress(*st)) return show(ObjectKind::in_progress);
       auto v = entries.check(file_entry_location(dir_fd, name, *st, ctx.rel), depth);
       if (v->unknown) return make_error(EAGAIN, std::string(name) + ": not verified yet");
       if (v->valid) return show(ObjectKind::file_entry);
-      // Written through M and still open: the writer's seal will fix the sidecar.
-      if (in_progress(*st)) return show(ObjectKind::in_progress);
       if (v->error) return make_error(v->error, std::string(name) + ": " + v->reason);
       j.verdict = Verdict::invalid_self;
       j.reason = v->reason;

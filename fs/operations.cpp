@@ -191,14 +191,19 @@ void finish_handle(Filesystem& fs, FileHandle& handle) {
   const auto last = fs.writers.released(inode->dev, inode->ino, end);
   if (!last) return;
   Status status;
-  if (*last != LastClose::untouched) {
-    auto gate = fs.writers.hold(inode->dev, inode->ino);
-    const auto pfd = inode->path_fd();
-    const auto seen = inode->last_seen();
-    status = *last == LastClose::abandon ? fs.store->abandon(pfd->get(), seen.hint())
-                                         : fs.store->seal(pfd->get(), seen.hint());
+  {
+    // The file stops being in progress before its gate opens: a rename or
+    // lookup waiting on the gate then finds it sealed, never in between.
+    WriterTracking::Hold gate;
+    if (*last != LastClose::untouched) {
+      gate = fs.writers.hold(inode->dev, inode->ino);
+      const auto pfd = inode->path_fd();
+      const auto seen = inode->last_seen();
+      status = *last == LastClose::abandon ? fs.store->abandon(pfd->get(), seen.hint())
+                                           : fs.store->seal(pfd->get(), seen.hint());
+    }
+    fs.writers.finished(inode->dev, inode->ino);
   }
-  fs.writers.finished(inode->dev, inode->ino);
   if (!status)
     syslog(LOG_WARNING, "sealfs: %s at last close: %s", *last == LastClose::abandon ? "abandon" : "seal",
            status.error().message.c_str());

@@ -145,5 +145,44 @@ TEST_F(InPlace, ModeOwnerAndTimesDoNotUnseal) {
   EXPECT_EQ(lstat_errno(mount_->b(".sealfs-manifest.a")), 0);
 }
 
+// A file listed in a directory entry, rewritten in place: while it is open
+// (and until the seal after its last close) it is no evidence against its
+// entry. Once the kernel's names and the entry's verdict have expired, a
+// lookup of the entry or an open of a sibling judges the entry again; that
+// must not hide or quarantine it (R4: visible as it was while open).
+TEST(InPlaceEntry, RewritingAListedFileKeepsItsEntryVisibleUntilItsSeal) {
+  SEALFS_REQUIRE_FUSE();
+  TempDir dir("sealfs-inplace-entry");
+  make_dirs(dir / "B/c");
+  make_dirs(dir / "B/tmp");
+  Mount mount(MountConfig::with({"profile=tilelang,cache_timeout=0.1"}).backed_by(dir / "B"));
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  const std::string old_data(5000, 'o'), other(4000, 't'), new_data(3000, 'n');
+  make_dirs(mount.m("tmp/s"));
+  write_file(mount.m("tmp/s/data.bin"), old_data);
+  write_file(mount.m("tmp/s/other.bin"), other);
+  ASSERT_EQ(err_of(::rename(mount.m("tmp/s").c_str(), mount.m("c/e").c_str())), 0) << std::strerror(errno);
+
+  const int fd = ::open(mount.m("c/e/data.bin").c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ASSERT_EQ(::write(fd, new_data.data(), new_data.size()), static_cast<ssize_t>(new_data.size()));
+  ::usleep(300 * 1000);  // past cache_timeout: the kernel asks again, the verdict is stale
+  EXPECT_EQ(lstat_errno(mount.m("c/e")), 0) << "the entry was hidden while a listed file was written";
+  EXPECT_EQ(read_file(mount.m("c/e/other.bin")), other);
+  EXPECT_EQ(read_file(mount.m("c/e/data.bin")), new_data);
+  EXPECT_EQ(list_dir(mount.m("c/e")), (std::set<std::string>{".", "..", "data.bin", "other.bin"}));
+  EXPECT_EQ(quarantined_files(mount), std::vector<std::string>{});
+  ASSERT_EQ(::close(fd), 0);
+
+  EXPECT_TRUE(eventually([&] {
+    auto m = parse_manifest(read_file(mount.b("c/e/.sealfs-manifest")).value_or(""));
+    return m && m->files.count("data.bin") && m->files.at("data.bin").size == new_data.size();
+  })) << "not sealed at its close";
+  ::usleep(300 * 1000);
+  EXPECT_EQ(read_file(mount.m("c/e/data.bin")), new_data);
+  EXPECT_EQ(read_file(mount.m("c/e/other.bin")), other);
+  EXPECT_EQ(quarantined_files(mount), std::vector<std::string>{});
+}
+
 }  // namespace
 }  // namespace sealfs::test
