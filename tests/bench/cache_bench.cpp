@@ -50,7 +50,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/unique_fd.hpp"
+#include "core/base/unique_fd.hpp"
 #include "tests/support/process.hpp"
 
 namespace {

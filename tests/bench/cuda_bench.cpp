@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "core/cuda.hpp"
-#include "core/unique_fd.hpp"
+#include "core/cuda/cuda.hpp"
+#include "core/base/unique_fd.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace {

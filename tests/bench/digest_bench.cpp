@@ -29,8 +29,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/digest.hpp"
-#include "core/unique_fd.hpp"
+#include "core/base/digest.hpp"
+#include "core/base/unique_fd.hpp"
 
 namespace {
 

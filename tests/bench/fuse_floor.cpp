@@ -29,8 +29,8 @@
 
 #include <fuse_lowlevel.h>
 
-#include "core/unique_fd.hpp"
-#include "fs/fd_bufvec.hpp"
+#include "core/base/unique_fd.hpp"
+#include "fs/fuse/fd_bufvec.hpp"
 
 namespace {
 

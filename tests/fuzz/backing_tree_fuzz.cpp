@@ -35,11 +35,11 @@
 #include <string_view>
 #include <vector>
 
-#include "core/digest.hpp"
-#include "core/manifest.hpp"
-#include "core/manifest_file.hpp"
-#include "core/profile.hpp"
-#include "core/store.hpp"
+#include "core/base/digest.hpp"
+#include "core/manifest/manifest.hpp"
+#include "core/manifest/manifest_file.hpp"
+#include "core/manifest/profile.hpp"
+#include "core/store/store.hpp"
 
 namespace {
 
@@ -244,7 +244,7 @@ void walk(sealfs::Store& store, int dir_fd, int depth) {
     if (S_ISDIR(found->st.st_mode)) {
       walk(store, found->fd.get(), depth + 1);
     } else if (S_ISREG(found->st.st_mode)) {
-      auto fd = store.open(found->fd.get(), O_RDONLY, sealfs::PlaceHint{dir_fd, name});
+      auto fd = store.open_file(found->fd.get(), O_RDONLY, sealfs::PlaceHint{dir_fd, name});
       if (fd) {
         char buf[64];
         if (::read(fd->get(), buf, sizeof buf) < 0) {
@@ -284,7 +284,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     options.verdict_ttl = std::chrono::nanoseconds(0);
     options.quarantine_max_objects = 8;
     options.quarantine_max_bytes = 1u << 20;
-    auto store = sealfs::Store::open(b, *profile, std::move(options));
+    auto store = sealfs::Store::open_backing(b, *profile, std::move(options));
     if (store) {
       walk(**store, (*store)->root_fd(), 0);
       auto checked = (*store)->fsck(false);

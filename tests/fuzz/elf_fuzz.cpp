@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <span>
 
-#include "core/elf_reader.hpp"
+#include "core/cuda/elf_reader.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);

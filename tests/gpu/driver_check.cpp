@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "core/cuda.hpp"
-#include "core/cuda_driver.hpp"
-#include "core/unique_fd.hpp"
+#include "core/cuda/cuda.hpp"
+#include "core/cuda/driver.hpp"
+#include "core/base/unique_fd.hpp"
 
 namespace {
 

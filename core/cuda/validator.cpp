@@ -1,0 +1,128 @@
+// The "cuda" content validator and its manifest record (see cuda.hpp).
+#include <algorithm>
+#include <cerrno>
+#include <new>
+#include <tuple>
+
+#include "core/cuda/cuda.hpp"
+#include "core/cuda/driver.hpp"
+#include "core/cuda/file_bytes.hpp"
+
+namespace sealfs {
+namespace {
+
+constexpr std::string_view kDriverLoaded = "loaded";
+constexpr std::string_view kDriverNotOnThisDevice = "not-validated-on-this-device";
+constexpr std::string_view kDriverNotRun = "not-run";
+
+std::string_view kind_name(CudaImageKind kind) {
+  switch (kind) {
+    case CudaImageKind::elf:
+      return "elf";
+    case CudaImageKind::ptx:
+      return "ptx";
+    case CudaImageKind::lto:
+      return "lto";
+  }
+  return "elf";
+}
+
+// *.cubin, *.fatbin and *.ptx exist only to hold device code.
+bool names_a_device_image(std::string_view name) {
+  for (std::string_view ext : {".cubin", ".fatbin", ".ptx"})
+    if (name.size() > ext.size() && name.substr(name.size() - ext.size()) == ext) return true;
+  return false;
+}
+
+// Run every loadable through the driver; fills check.driver, or marks damage.
+void check_with_driver(const CudaScan& scan, CudaFileCheck& check) {
+  if (scan.loadables.empty()) return;
+  CudaDriver& driver = CudaDriver::instance();
+  if (!driver.available()) return;  // said once on stderr by the driver
+  bool all_loaded = true;
+  for (const auto& image : scan.loadables) {
+    const DriverLoad load = driver.load(image);
+    if (load.verdict == DriverVerdict::invalid) {
+      check.sound = false;
+      check.reason = image.where + ": the CUDA driver refuses it: " + load.message;
+      return;
+    }
+    all_loaded = all_loaded && load.verdict == DriverVerdict::loaded;
+  }
+  check.driver = all_loaded ? kDriverLoaded : kDriverNotOnThisDevice;
+}
+
+}  // namespace
+
+Result<CudaMode> parse_cuda_mode(std::string_view mode) {
+  if (mode == "off") return CudaMode::off;
+  if (mode == "structural") return CudaMode::structural;
+  if (mode == "driver") return CudaMode::driver;
+  return make_error(EINVAL, "cuda_validate must be off, structural or driver, not '" + std::string(mode) + "'");
+}
+
+std::string cuda_record_json(const std::vector<CudaImageInfo>& images, std::string_view driver) {
+  // Canonical: keys sorted, images sorted by (kind, arch) and without
+  // duplicates, so equal content gives equal bytes. Names are [a-z0-9_-] only.
+  std::vector<std::pair<std::string_view, std::string>> rows;
+  rows.reserve(images.size());
+  for (const auto& image : images) rows.emplace_back(kind_name(image.kind), image.arch_name());
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  std::string json = "{\"driver\":\"" + std::string(driver) + "\",\"images\":[";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (i != 0) json += ',';
+    json += "{\"arch\":\"" + rows[i].second + "\",\"kind\":\"" + std::string(rows[i].first) + "\"}";
+  }
+  json += "]}";
+  return json;
+}
+
+Result<CudaFileCheck> check_cuda_file(int fd, CudaMode mode, std::string_view name) {
+  CudaFileCheck check;
+  check.driver = std::string(kDriverNotRun);  // until the driver says more
+  if (mode == CudaMode::off) return check;
+  auto content = FileBytes::load(fd);
+  if (!content) return content.error();
+  auto scan = scan_cuda_images(content->bytes());
+  if (!scan) {
+    check.sound = false;
+    check.reason = scan.error().message;
+    return check;
+  }
+  if (scan->images.empty() && names_a_device_image(name)) {
+    check.sound = false;
+    check.reason = "no CUDA image in a file named as one";
+    return check;
+  }
+  check.images = scan->images;
+  if (mode == CudaMode::driver) check_with_driver(*scan, check);
+  return check;
+}
+
+ValidatorFn make_cuda_validator(std::string_view mode) {
+  const CudaMode parsed = parse_cuda_mode(mode).ok() ? *parse_cuda_mode(mode) : CudaMode::structural;
+  return [parsed](int fd, std::string_view rel) -> ValidationOutcome {
+    ValidationOutcome outcome;
+    if (parsed == CudaMode::off) return outcome;
+    try {
+      auto check = check_cuda_file(fd, parsed, rel);
+      if (!check) {
+        // Unreadable now means unverifiable: refusing keeps damage out.
+        outcome.accepted = false;
+        outcome.reason = std::string(rel) + ": cannot read for CUDA validation: " + check.error().message;
+      } else if (!check->sound) {
+        outcome.accepted = false;
+        outcome.reason = std::string(rel) + ": broken CUDA image: " + check->reason;
+      } else if (!check->images.empty()) {
+        outcome.record_json = cuda_record_json(check->images, check->driver);
+      }
+    } catch (const std::bad_alloc&) {  // the only thing that can throw here
+      outcome.accepted = false;
+      outcome.reason = std::string(rel) + ": out of memory during CUDA validation";
+    }
+    return outcome;
+  };
+}
+
+}  // namespace sealfs

@@ -1,0 +1,176 @@
+// Offline tools: fsck (verify every entry, hashing everything; quarantine the
+// invalid ones with repair) and adopt (seal foreign content deliberately).
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+
+#include "core/store/impl.hpp"
+
+namespace sealfs {
+
+struct Store::Impl::FsckWalk {
+  Store::Impl& s;
+  bool repair;
+  FsckReport& report;
+
+  void problem(const std::string& rel, const std::string& what) { report.problems.push_back(rel + ": " + what); }
+
+  // One entry: verify with every file hashed ("*" forces past the stamp cache).
+  bool check_entry(const EntryLocation& where, int parent_fd, std::string_view name, const struct stat& st,
+                   const std::string& rel, std::vector<std::string> companions) {
+    ++report.entries;
+    auto v = s.entries.check(where, VerifyDepth::fresh, "*");
+    if (v->valid) {
+      ++report.valid;
+      return true;
+    }
+    if (v->transient) {
+      // Could not be checked now (EMFILE, EIO, changed meanwhile…): not damage.
+      ++report.unchecked;
+      problem(rel, "not checked: " + v->reason);
+      return false;
+    }
+    ++report.invalid;
+    problem(rel, v->reason);
+    if (repair) {
+      const auto before = s.metrics.quarantined.load();
+      s.quarantine_object(parent_fd, name, st, rel, "fsck: " + v->reason, std::move(companions));
+      report.quarantined += s.metrics.quarantined.load() - before;
+    }
+    return false;
+  }
+
+  void walk(int dir_fd, int depth) {
+    auto ctx = s.context_of(dir_fd);
+    if (!ctx) return;
+    if (depth > kMaxTreeDepth) {
+      problem(ctx->rel, "tree too deep, not checked below");
+      return;
+    }
+    std::shared_ptr<const EntryVerdict> entry;
+    if (ctx->entry) entry = s.entries.cached(s.dir_entry_location(ctx->entry->fd.get(), ctx->entry->st, ctx->entry->rel));
+    auto children = read_dir(dir_fd);
+    if (!children) {
+      problem(ctx->rel, "cannot read directory: " + children.error().message);
+      return;
+    }
+    for (const auto& c : *children) {
+      if (is_reserved_name(c.name)) continue;
+      const std::string rel = ctx->child_rel(c.name);
+      if (s.profile.is_volatile(rel)) continue;
+      auto st = stat_at(dir_fd, c.name);
+      if (!st) continue;
+      if (S_ISDIR(st->st_mode)) {
+        auto sub = open_beneath(dir_fd, c.name, O_PATH | O_DIRECTORY);
+        if (!sub) continue;
+        auto m = stat_at(sub->get(), kDirManifest);
+        if (m && S_ISREG(m->st_mode) &&
+            !check_entry(s.dir_entry_location(sub->get(), *st, rel), dir_fd, c.name, *st, rel, {}))
+          continue;  // invalid: nothing below it is visible
+        walk(sub->get(), depth + 1);
+      } else if (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode)) {
+        if (ctx->entry) {
+          if (!entry || !entry->manifest || entry->manifest->files.count(ctx->entry_key(c.name)) == 0) {
+            ++report.foreign;
+            problem(rel, "not listed in its entry's manifest");
+          }
+        } else if (stat_at(dir_fd, sidecar_name(c.name))) {
+          check_entry(s.file_entry_location(dir_fd, c.name, *st, ctx->rel), dir_fd, c.name, *st, rel,
+                      {sidecar_name(c.name)});
+        } else {
+          ++report.foreign;
+          problem(rel, "foreign: no manifest covers it");
+        }
+      }
+    }
+  }
+};
+
+Result<FsckReport> Store::fsck(bool repair) {
+  FsckReport report;
+  // The entry a directory belongs to is verified before its children are
+  // looked at (walk order: a directory's own manifest is checked by its parent).
+  Impl::FsckWalk walker{*impl_, repair, report};
+  walker.walk(impl_->root_fd.get(), 0);
+  return report;
+}
+
+struct Store::Impl::AdoptWalk {
+  Store::Impl& s;
+  std::vector<std::string>& sealed;
+
+  // Seals one foreign regular file or symlink where it lies.
+  void adopt_file(const DirContext& ctx, int dir_fd, std::string_view name) {
+    auto j = s.judge(ctx, dir_fd, name, VerifyDepth::cached);
+    if (!j || j->verdict != Verdict::hidden) return;  // only foreign / unlisted content
+    if (s.seal_at(ctx, dir_fd, name, s.durable())) sealed.push_back(ctx.child_rel(name));
+  }
+
+  void walk(int dir_fd, int depth) {
+    if (depth > kMaxTreeDepth) return;
+    auto ctx = s.context_of(dir_fd);
+    if (!ctx || ctx->is_volatile) return;
+    auto children = read_dir(dir_fd);
+    if (!children) return;
+    for (const auto& c : *children) {
+      if (is_reserved_name(c.name) || s.profile.is_volatile(ctx->child_rel(c.name))) continue;
+      auto st = stat_at(dir_fd, c.name);
+      if (!st) continue;
+      if (S_ISDIR(st->st_mode)) {
+        auto sub = open_beneath(dir_fd, c.name, O_PATH | O_DIRECTORY);
+        if (sub) walk(sub->get(), depth + 1);
+      } else if (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode)) {
+        adopt_file(*ctx, dir_fd, c.name);
+      }
+    }
+  }
+};
+
+Result<std::vector<std::string>> Store::adopt(const std::vector<std::string>& rel_paths) {
+  Impl& s = *impl_;
+  std::vector<std::string> sealed;
+  Impl::AdoptWalk walker{s, sealed};
+  if (rel_paths.empty()) {
+    walker.walk(s.root_fd.get(), 0);
+    return sealed;
+  }
+  for (const auto& rel : rel_paths) {
+    const auto parts = split_rel(rel);
+    if (parts.empty() || !is_valid_manifest_path(rel)) return make_error(EINVAL, "adopt: invalid path " + rel);
+    for (const auto& p : parts)
+      if (is_reserved_name(p)) return make_error(EPERM, "adopt: reserved name in " + rel);
+    if (s.profile.is_volatile(rel)) continue;  // volatile areas are never sealed
+    auto [parent_rel, name] = split_parent(rel);
+    auto parent = open_beneath(s.root_fd.get(), parent_rel, O_PATH | O_DIRECTORY);
+    if (!parent) return make_error(parent.code(), "adopt " + rel + ": " + parent.error().message);
+    auto ctx = s.context_of(parent->get());
+    if (!ctx) return ctx.error();
+    auto st = stat_at(parent->get(), name);
+    if (!st) return make_error(st.code(), "adopt " + rel + ": " + st.error().message);
+    if (S_ISDIR(st->st_mode)) {
+      auto dir = open_beneath(parent->get(), name, O_PATH | O_DIRECTORY);
+      if (!dir) return dir.error();
+      if (ctx->entry) {
+        walker.walk(dir->get(), 0);  // inside an entry: amend what is foreign
+        continue;
+      }
+      if (auto m = stat_at(dir->get(), kDirManifest); m) continue;  // already an entry
+      // Trust on first use: the directory as it is becomes an entry.
+      auto records = s.records_for_tree(dir->get(), "", rel);
+      if (!records) return make_error(records.code(), "adopt " + rel + ": " + records.error().message);
+      Status w = write_manifest_atomic(dir->get(), kDirManifest, *records, s.durable());
+      s.dir_contexts.moved();  // the directory (and all below it) is an entry now
+      if (!w) return w.error();
+      if (Status d = s.sync_directory(dir->get()); !d) return d.error();
+      sealed.push_back(rel);
+    } else if (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode)) {
+      walker.adopt_file(*ctx, parent->get(), name);
+    } else {
+      return make_error(EINVAL, "adopt " + rel + ": not a file or directory");
+    }
+  }
+  return sealed;
+}
+
+}  // namespace sealfs

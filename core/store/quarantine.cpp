@@ -1,0 +1,418 @@
+#include "core/store/quarantine.hpp"
+
+#include <fcntl.h>
+#include <stdio.h>  // renameat2
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <utility>
+
+#include "core/manifest/manifest.hpp"
+#include "core/layout/names.hpp"
+#include "core/layout/paths.hpp"
+#include "core/base/unique_fd.hpp"
+
+namespace sealfs {
+namespace {
+
+constexpr std::string_view kReasonFile = "reason.json";
+// A slot whose directory changed this recently may still be filling (by
+// another process, within one timestamp tick): measured again each time.
+constexpr time_t kSettledSeconds = 1;
+
+std::string utc_stamp(const struct timespec& now, bool compact) {
+  struct tm tm {};
+  ::gmtime_r(&now.tv_sec, &tm);
+  char buf[64];
+  if (compact) {
+    // Sorts chronologically by name: the slot name is its age.
+    std::snprintf(buf, sizeof buf, "%04d%02d%02dT%02d%02d%02d.%09ldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                  tm.tm_hour, tm.tm_min, tm.tm_sec, now.tv_nsec);
+  } else {
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                  tm.tm_hour, tm.tm_min, tm.tm_sec);
+  }
+  return buf;
+}
+
+// What a slot's reason.json says.
+struct ReasonRecord {
+  std::string rel;
+  std::string reason;
+  std::string time;
+  std::vector<std::pair<std::string, std::string>> left_behind;  // companion, why it stayed
+  struct Dropped {
+    std::uint64_t bytes = 0;
+    std::uint64_t max_bytes = 0;
+    std::string outcome;  // "deleted", or why the deletion failed
+  };
+  std::optional<Dropped> dropped;
+};
+
+// reason.json is UTF-8 for every reader; a path whose bytes are not (file
+// names are bytes) is written with each byte above 0x7f as the text \xHH.
+void put(rapidjson::Writer<rapidjson::StringBuffer>& w, std::string_view s) {
+  if (is_valid_utf8(s)) {
+    w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+    return;
+  }
+  std::string shown;
+  for (unsigned char c : s) {
+    if (c < 0x80) {
+      shown.push_back(static_cast<char>(c));
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      shown += hex;
+    }
+  }
+  w.String(shown.data(), static_cast<rapidjson::SizeType>(shown.size()));
+}
+
+std::string reason_json(const ReasonRecord& r) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  w.StartObject();
+  w.Key("path");
+  put(w, r.rel);
+  w.Key("reason");
+  put(w, r.reason);
+  w.Key("time");
+  put(w, r.time);
+  if (!r.left_behind.empty()) {
+    w.Key("left_behind");
+    w.StartArray();
+    for (const auto& [name, why] : r.left_behind) {
+      w.StartObject();
+      w.Key("name");
+      put(w, name);
+      w.Key("error");
+      put(w, why);
+      w.EndObject();
+    }
+    w.EndArray();
+  }
+  if (r.dropped) {
+    w.Key("dropped");
+    w.StartObject();
+    w.Key("why");
+    put(w, "the object alone occupies more than the quarantine's byte cap; only this record is kept");
+    w.Key("bytes");
+    w.Uint64(r.dropped->bytes);
+    w.Key("max_bytes");
+    w.Uint64(r.dropped->max_bytes);
+    w.Key("outcome");
+    put(w, r.dropped->outcome);
+    w.EndObject();
+  }
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize()) + "\n";
+}
+
+// The "path" a slot's reason.json names, for the log; "?" when unreadable.
+std::string recorded_path(int qdir_fd, const std::string& slot) {
+  auto fd = open_beneath(qdir_fd, slot + "/" + std::string(kReasonFile), O_RDONLY | O_NOFOLLOW);
+  if (!fd) return "?";
+  std::string text(64 * 1024, '\0');
+  ssize_t n = ::pread(fd->get(), text.data(), text.size(), 0);
+  if (n <= 0) return "?";
+  text.resize(static_cast<std::size_t>(n));
+  rapidjson::Document doc;
+  doc.Parse(text.data(), text.size());
+  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("path") || !doc["path"].IsString()) return "?";
+  return std::string(doc["path"].GetString(), doc["path"].GetStringLength());
+}
+
+Status write_all_at(int fd, std::string_view data) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno_error("write " + std::string(kReasonFile));
+    done += static_cast<std::size_t>(n);
+  }
+  if (::ftruncate(fd, static_cast<off_t>(data.size())) != 0) return errno_error("truncate " + std::string(kReasonFile));
+  return {};
+}
+
+// Allocated bytes (st_blocks × 512) of dir_fd/name and everything under it,
+// not following symlinks. A child that vanished counts 0; levels beyond
+// kMaxTreeDepth are not counted. Other failures (EMFILE…) are errors.
+Result<std::uint64_t> allocated_bytes(int dir_fd, const std::string& name, int depth) {
+  auto st = stat_at(dir_fd, name);
+  if (!st) return st.code() == ENOENT ? Result<std::uint64_t>(0) : Result<std::uint64_t>(st.error());
+  std::uint64_t total = static_cast<std::uint64_t>(st->st_blocks) * 512;
+  if (!S_ISDIR(st->st_mode) || depth >= kMaxTreeDepth) return total;
+  auto sub = open_beneath(dir_fd, name, O_PATH | O_DIRECTORY);
+  if (!sub) return sub.code() == ENOENT ? Result<std::uint64_t>(total) : Result<std::uint64_t>(sub.error());
+  auto children = read_dir(sub->get());
+  if (!children) return children.error();
+  for (const auto& c : *children) {
+    auto b = allocated_bytes(sub->get(), c.name, depth + 1);
+    if (!b) return b.error();
+    total += *b;
+  }
+  return total;
+}
+
+// The name an object takes inside its slot: never reason.json's.
+std::string name_in_slot(const std::string& name) { return name == kReasonFile ? "object." + name : name; }
+
+bool same_time(const struct timespec& a, const struct timespec& b) {
+  return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+// A slot being made: until commit(), its destructor takes it away again
+// (reason.json, then the directory) with no new descriptor, so a failure at
+// any step (EMFILE included) leaves nothing behind. Owns the slot's fd.
+class SlotUnderConstruction {
+ public:
+  // After mkdirat(qdir_fd, slot) succeeded.
+  SlotUnderConstruction(int qdir_fd, std::string slot) : qdir_fd_(qdir_fd), slot_(std::move(slot)) {}
+  SlotUnderConstruction(const SlotUnderConstruction&) = delete;
+  SlotUnderConstruction& operator=(const SlotUnderConstruction&) = delete;
+  ~SlotUnderConstruction() {
+    if (committed_) return;
+    if (reason_made_ && slot_fd_ && ::unlinkat(slot_fd_.get(), std::string(kReasonFile).c_str(), 0) != 0 &&
+        errno != ENOENT)
+      std::fprintf(stderr, "sealfs: quarantine: cannot remove %s/%s of a failed quarantine (errno %d)\n",
+                   slot_.c_str(), std::string(kReasonFile).c_str(), errno);
+    if (::unlinkat(qdir_fd_, slot_.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT)
+      std::fprintf(stderr, "sealfs: quarantine: cannot remove the slot %s of a failed quarantine (errno %d)\n",
+                   slot_.c_str(), errno);
+  }
+  Status open() {
+    auto fd = open_beneath(qdir_fd_, slot_, O_PATH | O_DIRECTORY);
+    if (!fd) return fd.error();
+    slot_fd_ = std::move(*fd);
+    return {};
+  }
+  int fd() const { return slot_fd_.get(); }
+  void reason_made() { reason_made_ = true; }
+  void commit() { committed_ = true; }
+
+ private:
+  int qdir_fd_;
+  std::string slot_;
+  UniqueFd slot_fd_;
+  bool reason_made_ = false;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+Quarantine::Quarantine(int root_fd, std::uint64_t max_objects, std::uint64_t max_bytes, Metrics& metrics)
+    : root_fd_(root_fd), max_objects_(max_objects), max_bytes_(max_bytes), metrics_(metrics) {}
+
+Result<bool> Quarantine::move(const Request& request) {
+  std::lock_guard lock(mu_);
+  // Re-check under the name: another thread or host may have replaced the
+  // object since it was judged; then there is nothing of ours to move.
+  auto now_st = stat_at(request.parent_fd, request.name);
+  if (!now_st) {
+    if (now_st.code() == ENOENT || now_st.code() == ENOTDIR) return false;
+    return now_st.error();
+  }
+  if (now_st->st_dev != request.dev || now_st->st_ino != request.ino) return false;
+
+  auto qdir = open_beneath(root_fd_, kQuarantineDir, O_PATH | O_DIRECTORY);
+  if (!qdir) return qdir.error();
+  struct timespec now {};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  char tail[64];
+  std::snprintf(tail, sizeof tail, "-%ld-%06llu", static_cast<long>(::getpid()),
+                static_cast<unsigned long long>(++seq_));
+  const std::string slot = utc_stamp(now, true) + tail;
+  if (::mkdirat(qdir->get(), slot.c_str(), 0700) != 0) return errno_error("mkdir quarantine slot " + slot);
+  SlotUnderConstruction building(qdir->get(), slot);
+  if (Status opened = building.open(); !opened) return opened.error();
+
+  // The reason goes in first, so a slot never holds an object without it.
+  // Its descriptor stays open: amending it later needs no new one.
+  ReasonRecord record{request.rel, request.reason, utc_stamp(now, false), {}, {}};
+  int raw = ::openat(building.fd(), std::string(kReasonFile).c_str(),
+                     O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (raw < 0) return errno_error("create " + std::string(kReasonFile));
+  UniqueFd reason_fd(raw);
+  building.reason_made();
+  if (Status wrote = write_all_at(reason_fd.get(), reason_json(record)); !wrote) return wrote.error();
+
+  const std::string target_name = name_in_slot(request.name);
+  if (::renameat2(request.parent_fd, request.name.c_str(), building.fd(), target_name.c_str(), RENAME_NOREPLACE) !=
+      0) {
+    Error e = errno_error("rename into quarantine " + request.rel);
+    if (e.code == ENOENT) return false;  // gone meanwhile: nothing to quarantine
+    return e;
+  }
+  building.commit();  // the object is in: the slot stays, with its reason
+
+  for (const auto& c : request.companions) {
+    if (::renameat2(request.parent_fd, c.c_str(), building.fd(), name_in_slot(c).c_str(), RENAME_NOREPLACE) == 0 ||
+        errno == ENOENT)
+      continue;
+    const int err = errno;
+    std::fprintf(stderr, "sealfs: quarantine %s: cannot move %s along (errno %d)\n", request.rel.c_str(), c.c_str(),
+                 err);
+    record.left_behind.emplace_back(c, std::strerror(err));
+  }
+  auto amend = [&] {
+    if (Status s = write_all_at(reason_fd.get(), reason_json(record)); !s)
+      std::fprintf(stderr, "sealfs: quarantine %s: cannot amend %s/%s: %s\n", request.rel.c_str(), slot.c_str(),
+                   std::string(kReasonFile).c_str(), s.error().message.c_str());
+  };
+  if (!record.left_behind.empty()) amend();
+  metrics_.quarantined.fetch_add(1, std::memory_order_relaxed);
+  std::fprintf(stderr, "sealfs: quarantined %s: %s (in %s/%s)\n", request.rel.c_str(), request.reason.c_str(),
+               std::string(kQuarantineDir).c_str(), slot.c_str());
+
+  // Rule 1: a slot over the byte cap alone keeps its reason only. (Measured
+  // once, complete: enforce_bounds finds the size cached.)
+  auto bytes = slot_bytes(qdir->get(), slot, /*settled=*/true);
+  if (bytes && *bytes > max_bytes_) {
+    record.dropped = ReasonRecord::Dropped{*bytes, max_bytes_, "deleted"};
+    auto children = read_dir(building.fd());
+    if (!children) {
+      record.dropped->outcome = "not deleted: " + children.error().message;
+    } else {
+      for (const auto& c : *children) {
+        if (c.name == kReasonFile) continue;
+        if (Status s = remove_tree_at(building.fd(), c.name); !s) {
+          record.dropped->outcome = "not deleted: " + s.error().message;
+          break;
+        }
+      }
+    }
+    amend();
+    std::fprintf(stderr,
+                 "sealfs: quarantine: dropped %s from %s/%s: it occupies %llu bytes, more than the cap of %llu bytes; "
+                 "its reason.json stays (%s)\n",
+                 request.rel.c_str(), std::string(kQuarantineDir).c_str(), slot.c_str(),
+                 static_cast<unsigned long long>(*bytes), static_cast<unsigned long long>(max_bytes_),
+                 record.dropped->outcome.c_str());
+  }
+  reason_fd.reset();
+  Status bounded = enforce_bounds(qdir->get(), slot);
+  if (!bounded)
+    std::fprintf(stderr, "sealfs: quarantine bounds: %s\n", bounded.error().message.c_str());
+  return true;
+}
+
+Result<std::vector<std::string>> Quarantine::slots() const {
+  auto qdir = open_beneath(root_fd_, kQuarantineDir, O_PATH | O_DIRECTORY);
+  if (!qdir) return qdir.error();
+  auto children = read_dir(qdir->get());
+  if (!children) return children.error();
+  std::vector<std::string> names;
+  for (auto& c : *children) names.push_back(std::move(c.name));
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Bytes of one slot, from the cache while its directory is unchanged.
+// settled: the caller knows the slot is complete (the one it just made).
+Result<std::uint64_t> Quarantine::slot_bytes(int qdir_fd, const std::string& slot, bool settled) {
+  auto st = stat_at(qdir_fd, slot);
+  if (!st) return st.error();
+  auto it = sizes_.find(slot);
+  if (it != sizes_.end() && it->second.ino == st->st_ino && same_time(it->second.mtime, st->st_mtim) &&
+      same_time(it->second.ctime, st->st_ctim))
+    return it->second.bytes;
+  auto bytes = allocated_bytes(qdir_fd, slot, 0);
+  if (!bytes) return bytes.error();
+  struct timespec now {};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  if (settled || st->st_ctim.tv_sec + kSettledSeconds < now.tv_sec)
+    sizes_[slot] = CachedSize{st->st_ino, st->st_mtim, st->st_ctim, *bytes};
+  else
+    sizes_.erase(slot);
+  return *bytes;
+}
+
+// The policy is in the header comment.
+Status Quarantine::enforce_bounds(int qdir_fd, const std::string& keep) {
+  auto children = read_dir(qdir_fd);
+  if (!children) return children.error();
+  struct Slot {
+    std::string name;
+    std::uint64_t bytes = 0;
+    bool gone = false;
+  };
+  std::vector<Slot> slots;
+  for (auto& c : *children) slots.push_back(Slot{std::move(c.name), 0, false});
+  std::sort(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) { return a.name < b.name; });
+  // Forget the sizes of slots no longer there.
+  for (auto it = sizes_.begin(); it != sizes_.end();) {
+    const bool listed = std::ranges::binary_search(slots, it->first, {}, &Slot::name);
+    it = listed ? std::next(it) : sizes_.erase(it);
+  }
+
+  bool measured = true;
+  std::uint64_t total = 0;
+  std::uint64_t keep_bytes = 0;
+  for (auto& s : slots) {
+    auto b = slot_bytes(qdir_fd, s.name, s.name == keep);
+    if (!b) {
+      if (b.code() == ENOENT) {
+        s.gone = true;
+        continue;
+      }
+      std::fprintf(stderr,
+                   "sealfs: quarantine bounds: cannot measure %s (%s, errno %d): the byte cap is not applied now\n",
+                   s.name.c_str(), b.error().message.c_str(), b.code());
+      measured = false;
+      continue;
+    }
+    s.bytes = *b;
+    total += *b;
+    if (s.name == keep) keep_bytes = *b;
+  }
+  std::uint64_t count = static_cast<std::uint64_t>(
+      std::count_if(slots.begin(), slots.end(), [](const Slot& s) { return !s.gone; }));
+
+  auto evict = [&](Slot& s, const std::string& why) {
+    const std::string path = recorded_path(qdir_fd, s.name);
+    if (Status r = remove_tree_at(qdir_fd, s.name); !r) {
+      std::fprintf(stderr, "sealfs: quarantine: cannot remove %s/%s (%s): %s\n", std::string(kQuarantineDir).c_str(),
+                   s.name.c_str(), path.c_str(), r.error().message.c_str());
+      return;
+    }
+    std::fprintf(stderr, "sealfs: quarantine: removed %s/%s (%s, %llu bytes): %s\n",
+                 std::string(kQuarantineDir).c_str(), s.name.c_str(), path.c_str(),
+                 static_cast<unsigned long long>(s.bytes), why.c_str());
+    s.gone = true;
+    sizes_.erase(s.name);
+    --count;
+    total -= s.bytes;
+  };
+
+  // Rule 2: older slots over the byte cap alone.
+  if (measured) {
+    for (auto& s : slots) {
+      if (s.gone || s.name == keep || s.bytes <= max_bytes_) continue;
+      evict(s, "it alone exceeds the byte cap of " + std::to_string(max_bytes_));
+    }
+  }
+  // Rule 3: oldest first, only to make room for a slot that fits.
+  const bool byte_bound = measured && keep_bytes <= max_bytes_;
+  for (auto& s : slots) {
+    const bool over_count = count > max_objects_;
+    const bool over_bytes = byte_bound && total > max_bytes_;
+    if (!over_count && !over_bytes) break;
+    if (s.gone || s.name == keep) continue;
+    evict(s, over_count ? "the oldest, beyond " + std::to_string(max_objects_) + " slots"
+                        : "the oldest, to make room for " + keep + " (" + std::to_string(total) +
+                              " bytes held, cap " + std::to_string(max_bytes_) + ")");
+  }
+  return {};
+}
+
+}  // namespace sealfs

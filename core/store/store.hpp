@@ -1,0 +1,209 @@
+// The backing store: the only code that touches B. Every access is relative to
+// a directory fd with *at() calls and no-follow flags, so no name from outside
+// can escape the root. This class holds every rule of DESIGN.md (R1–R10) that
+// does not need FUSE; fs/ maps FUSE requests onto these calls one to one.
+//
+// Directory fds passed in are O_PATH (or O_RDONLY) fds of directories inside
+// the root, as the daemon's inode table holds them. Names are single path
+// components: "", ".", ".." and anything containing '/' are refused (EINVAL).
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/manifest/manifest.hpp"
+#include "core/base/metrics.hpp"
+#include "core/manifest/profile.hpp"
+#include "core/base/result.hpp"
+#include "core/base/unique_fd.hpp"
+#include "core/layout/names.hpp"
+#include "core/verify/validator.hpp"
+
+namespace sealfs {
+
+enum class Durability { fsync, none };
+enum class VerifyMode { changed, always };
+
+// What an object is, as the rules see it.
+enum class ObjectKind {
+  root,         // the backing root itself
+  container,    // directory outside any entry, without a manifest (never sealed)
+  entry_root,     // directory holding .sealfs-manifest, verified (a directory entry)
+  dir_in_entry,   // directory inside a valid directory entry
+  sealed_file,    // regular file or symlink with a sidecar manifest, verified (a file entry)
+  file_in_entry,  // regular file or symlink listed in a valid directory entry's manifest
+  in_progress,  // regular file open for writing through M (R4)
+  volatile_obj, // anything in a volatile area: plain passthrough
+  special,      // FIFO, socket or device node: shown as it is, never sealed (R10)
+};
+
+struct Found {
+  UniqueFd fd;        // O_PATH|O_NOFOLLOW fd of the backing object
+  struct stat st {};  // its backing attributes
+  ObjectKind kind = ObjectKind::container;
+};
+
+struct DirItem {
+  std::string name;
+  ino_t ino = 0;
+  unsigned char type = 0;  // DT_* value
+};
+
+// Something the kernel may hold in its caches and must forget: sent when the
+// store hides, quarantines or replaces an object.
+struct Invalidation {
+  dev_t parent_dev = 0;
+  ino_t parent_ino = 0;
+  std::string name;  // name in that parent; may be empty when unknown
+  dev_t dev = 0;     // the object itself
+  ino_t ino = 0;
+};
+
+struct FsckReport {
+  std::uint64_t entries = 0;      // entries checked
+  std::uint64_t valid = 0;
+  std::uint64_t invalid = 0;      // entries that fail verification (quarantined with repair)
+  std::uint64_t foreign = 0;      // unsealed regular files outside volatile areas
+  std::uint64_t quarantined = 0;  // moved to quarantine in this run
+  std::uint64_t unchecked = 0;    // could not be checked (a transient error): neither valid nor damaged
+  std::vector<std::string> problems;  // "<rel path>: <reason>", one per finding
+};
+
+struct StoreOptions {
+  Durability durability = Durability::fsync;
+  VerifyMode verify = VerifyMode::changed;
+  // How long a verified entry's verdict is trusted before its stamps are
+  // checked again (the mount's cache_timeout, R9).
+  std::chrono::nanoseconds verdict_ttl = std::chrono::seconds(1);
+  std::uint64_t quarantine_max_objects = 1000;  // oldest removed first beyond these
+  std::uint64_t quarantine_max_bytes = 1ull << 30;
+  ValidatorRegistry validators = default_validators();
+  // R4: true while (dev, ino) is open for writing through the mount.
+  std::function<bool(dev_t, ino_t)> in_progress;
+  // Called (from any thread, never under a store lock) when cached kernel
+  // state about an object must go. The daemon queues these; it must not
+  // block or call back into the store.
+  std::function<void(const Invalidation&)> on_invalidate;
+  // Tests only: called right after each named step of a transaction
+  // ("files_synced", "manifest_written", "renamed", "dir_synced", …). Return
+  // true to stop there as a crash would: no cleanup, error ECANCELED.
+  std::function<bool(std::string_view step)> fault_hook;
+};
+
+// Where the caller last saw an object: the fd of the directory it was seen
+// in and its name there. /proc cannot name an object deeper than PATH_MAX,
+// and the O_PATH fd of a file (unlike a directory's) cannot climb ".." to
+// the root, so the calls that locate a file by its fd take this hint. It is
+// used only after dir_fd/name is checked to be the same object (dev, ino);
+// a stale or missing hint leaves the /proc path, or an errno.
+struct PlaceHint {
+  int dir_fd = -1;
+  std::string_view name;
+};
+
+class Store {
+ public:
+  // Opens the backing directory (O_PATH|O_DIRECTORY), creates B/.sealfs/ and
+  // its quarantine if missing. ENOENT/ENOTDIR/EACCES with the path in the message.
+  static Result<std::unique_ptr<Store>> open_backing(const std::string& backing_path, Profile profile,
+                                             StoreOptions options);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  int root_fd() const;
+  const Profile& profile() const;
+  const StoreOptions& options() const;
+  Metrics& metrics();
+
+  // ---- Visibility (R2, R3, R4, R7) -------------------------------------
+  // ENOENT when the child is absent or hidden. May hash and may quarantine
+  // an invalid entry (R2) before answering ENOENT.
+  Result<Found> lookup(int dir_fd, std::string_view name);
+  // lookup that never hashes (readdirplus, R8): EAGAIN when answering would
+  // need a verification that is not cached and fresh.
+  Result<Found> lookup_verified(int dir_fd, std::string_view name);
+  // The root, as lookup would describe it.
+  Result<Found> root();
+  // Children of a visible directory that lookup would show, without hashing
+  // (R8): reserved names, foreign files, unlisted entry files and entries
+  // known to be invalid are left out.
+  Result<std::vector<DirItem>> list(int dir_fd);
+  // Whether the object behind path_fd lies in a volatile area now (where it
+  // is, not where it was looked up: the kernel keeps names across renames).
+  // ESTALE when deleted, ENOENT when no longer below the root.
+  Result<bool> in_volatile_area(int path_fd, PlaceHint hint = {});
+  // Open a visible object for I/O with open(2) flags (O_CREAT/O_EXCL not
+  // allowed here). A read open of a sealed file checks its stamp (verify=changed)
+  // or rehashes it (verify=always); damage found now → quarantine and ENOENT.
+  // ESTALE: path_fd's object was replaced or unlinked since its lookup and is
+  // not the verified content; look the name up again.
+  Result<UniqueFd> open_file(int path_fd, int flags, PlaceHint hint = {});
+
+  // ---- Creation (R5, R7, R10) ------------------------------------------
+  struct Created {
+    Found found;
+    UniqueFd open_fd;  // the file opened with the given flags
+    bool made = false;  // a new file (not an existing visible one opened)
+  };
+  // Reserved name → EPERM; hidden object under the name → quarantined first.
+  Result<Created> create(int dir_fd, std::string_view name, mode_t mode, int flags);
+  Result<Found> mkdir(int dir_fd, std::string_view name, mode_t mode);
+  Result<Found> symlink(int dir_fd, std::string_view name, std::string_view target);
+  // FIFOs, sockets and device nodes are special (R10); a regular file is sealed empty.
+  Result<Found> mknod(int dir_fd, std::string_view name, mode_t mode, dev_t rdev);
+
+  // ---- Removal ----------------------------------------------------------
+  Status unlink(int dir_fd, std::string_view name);  // inside an entry: manifest first
+  Status rmdir(int dir_fd, std::string_view name);   // hidden/reserved leftovers removed (R5)
+
+  // ---- Publish (R1, R6, R10) ---------------------------------------------
+  // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.
+  Status rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd, std::string_view dst_name,
+                unsigned flags);
+  // src_hint: where the source was last seen (PlaceHint).
+  Result<Found> link(int src_path_fd, int dst_dir_fd, std::string_view dst_name, PlaceHint src_hint = {});
+
+  // ---- In-place writes (R4) ----------------------------------------------
+  // path_fd: the file's O_PATH fd. seal: last close of a normal writer;
+  // abandon: last close of a writer that was killed or exited non-zero.
+  // hint: where the file was last seen (PlaceHint).
+  Status seal(int path_fd, PlaceHint hint = {});
+  Status abandon(int path_fd, PlaceHint hint = {});
+  // Truncate by path with no handle open: truncate, then re-seal at once.
+  Status truncate(int path_fd, off_t size, PlaceHint hint = {});
+  // After a chmod or chown of a sealed file (which never unseals, R10): the
+  // manifest that covers it gets the narrowest access of the files it lists
+  // again (manifest_file.hpp, ManifestAccess). Nothing to do for anything else.
+  Status refresh_manifest_access(int path_fd, PlaceHint hint = {});
+
+  // ---- Offline tools -------------------------------------------------------
+  Result<FsckReport> fsck(bool repair);
+  // Seal foreign content deliberately (trust on first use). rel paths relative
+  // to the root; empty = every foreign file and unsealed directory under the root.
+  Result<std::vector<std::string>> adopt(const std::vector<std::string>& rel_paths);
+
+ private:
+  struct Impl;
+  // Only Store::open_backing can make the tag, so only it constructs a Store (the
+  // constructor is public for std::make_unique).
+  struct OpenTag {
+    explicit OpenTag() = default;
+  };
+
+ public:
+  Store(OpenTag, std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sealfs

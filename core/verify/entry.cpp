@@ -1,0 +1,294 @@
+#include "core/verify/entry.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/manifest/manifest_file.hpp"
+#include "core/layout/names.hpp"
+#include "core/layout/paths.hpp"
+
+namespace sealfs {
+namespace {
+
+bool record_matches_stat(const FileRecord& r, const struct stat& st) {
+  if (r.symlink) return S_ISLNK(st.st_mode) && static_cast<std::uint64_t>(st.st_size) == r.size;
+  return S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) == r.size;
+}
+
+std::string describe(const struct stat& st) {
+  if (S_ISREG(st.st_mode)) return std::to_string(st.st_size) + " bytes";
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISLNK(st.st_mode)) return "a symlink";
+  return "a special file";
+}
+
+bool path_has_reserved_component(std::string_view path) {
+  for (const auto& c : split_rel(path))
+    if (is_reserved_name(c)) return true;
+  return false;
+}
+
+// The error for a check of path stopped by code: damage when code is evidence.
+Error check_failure(const std::string& path, const std::string& what, int code) {
+  if (is_damage_evidence(code)) return make_error(EBADMSG, path + ": " + what);
+  return make_error(code, path + ": " + what + " (" + std::strerror(code) + ")");
+}
+
+}  // namespace
+
+// EACCES/EPERM: a listed file the daemon may not read stays that way until
+// someone changes B, so it cannot be verified: as good as missing.
+bool is_damage_evidence(int code) {
+  return code == ENOENT || code == ENOTDIR || code == ELOOP || code == EISDIR || code == EACCES || code == EPERM;
+}
+
+Status check_listed_file(Verifier& verifier, int base_fd, const std::string& path, const FileRecord& record,
+                         const FileRecord* alternative, bool hash, bool force, Stamp* seen) {
+  auto [parent_rel, leaf] = split_parent(path);
+  UniqueFd parent_holder;
+  int parent = base_fd;
+  if (!parent_rel.empty()) {
+    auto p = open_beneath(base_fd, parent_rel, O_PATH | O_DIRECTORY);
+    if (!p) return check_failure(path, "missing", p.code());
+    parent_holder = std::move(*p);
+    parent = parent_holder.get();
+  }
+  auto st = stat_at(parent, leaf);
+  if (!st) return check_failure(path, "missing", st.code());
+  const FileRecord* candidates[2] = {&record, alternative};
+  const FileRecord* fits[2] = {nullptr, nullptr};
+  int nfits = 0;
+  for (const FileRecord* c : candidates)
+    if (c != nullptr && record_matches_stat(*c, *st)) fits[nfits++] = c;
+  if (nfits == 0)
+    return make_error(EBADMSG, path + ": is " + describe(*st) + ", manifest says " + std::to_string(record.size) +
+                                   (record.symlink ? "-byte symlink" : " bytes"));
+  if (seen) *seen = Stamp::of(*st);
+  if (S_ISLNK(st->st_mode)) {
+    auto target = read_link_at(parent, leaf);
+    if (!target) return check_failure(path, "unreadable symlink", target.code());
+    for (int i = 0; i < nfits; ++i)
+      if (fits[i]->symlink && *fits[i]->symlink == *target) return {};
+    return make_error(EBADMSG, path + ": symlink target differs");
+  }
+  for (int i = 0; i < nfits; ++i)
+    if (!fits[i]->sha256) return {};  // size-only and the size fits
+  if (!hash) return {};
+  // O_NONBLOCK: never hang on a FIFO swapped in after the stat; the fstat
+  // below must show the very regular file that was judged.
+  int raw = ::openat(parent, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (raw < 0) return check_failure(path, "cannot open", errno);
+  UniqueFd fd(raw);
+  auto now = stat_fd(fd.get());
+  if (!now) return check_failure(path, "fstat", now.code());
+  if (!S_ISREG(now->st_mode) || !same_object(*now, *st)) return make_error(EBADMSG, path + ": replaced");
+  Result<Sha256> digest = verifier.digest(fd.get(), force);
+  if (!digest && digest.code() == EAGAIN) digest = verifier.digest(fd.get(), force);  // changed mid-hash: once more
+  // A read error, a file that kept changing, a cancelled hash: no verdict.
+  if (!digest) return make_error(digest.code() == EBADMSG ? EIO : digest.code(), path + ": cannot hash (" +
+                                                                                    digest.error().message + ")");
+  if (seen) *seen = Stamp::of(*now);
+  for (int i = 0; i < nfits; ++i)
+    if (*fits[i]->sha256 == *digest && static_cast<std::uint64_t>(now->st_size) == fits[i]->size) return {};
+  return make_error(EBADMSG, path + ": sha256 differs from the manifest");
+}
+
+EntryVerifier::EntryVerifier(Verifier& verifier, std::chrono::nanoseconds ttl, std::size_t max_cached,
+                             const Profile* profile)
+    : verifier_(verifier), profile_(profile), ttl_(ttl), max_cached_(max_cached == 0 ? 1 : max_cached) {}
+
+std::shared_ptr<const EntryVerdict> EntryVerifier::find(const Verdicts& in, const EntryLocation& where,
+                                                        const Stamp& manifest_stamp) {
+  std::lock_guard lock(mu_);
+  auto it = in.find({where.dev, where.ino});
+  if (it == in.end() || !(it->second->manifest_stamp == manifest_stamp)) return nullptr;
+  return it->second;
+}
+
+void EntryVerifier::keep(Verdicts& in, const EntryLocation& where, std::shared_ptr<const EntryVerdict> verdict) {
+  std::lock_guard lock(mu_);
+  if (in.size() >= max_cached_) in.erase(in.begin());  // bounded; any victim will do
+  in[{where.dev, where.ino}] = std::move(verdict);
+}
+
+std::shared_ptr<const EntryVerdict> EntryVerifier::cached(const EntryLocation& where) {
+  auto stamp = manifest_stamp_at(where.base_fd, where.manifest_name);
+  return stamp ? find(verdicts_, where, *stamp) : nullptr;
+}
+
+std::shared_ptr<const EntryVerdict> EntryVerifier::check(const EntryLocation& where, VerifyDepth depth,
+                                                         std::string_view force_path) {
+  const auto now = std::chrono::steady_clock::now();
+  if (depth != VerifyDepth::fresh && force_path.empty()) {
+    // One stat of the manifest serves both maps.
+    if (auto stamp = manifest_stamp_at(where.base_fd, where.manifest_name)) {
+      if (auto c = find(verdicts_, where, *stamp)) {
+        if (depth == VerifyDepth::stat_only) return c;
+        if (now - c->checked < ttl_) return c;
+      }
+      // A listing trusts a stat-level verdict for the TTL as a lookup trusts
+      // a hashed one: listing a large directory again costs a stat per name,
+      // not a manifest parse and a stat per listed file.
+      if (depth == VerifyDepth::stat_only) {
+        if (auto c = find(stat_verdicts_, where, *stamp); c && now - c->checked < ttl_) return c;
+      }
+    }
+  }
+  if (depth == VerifyDepth::cached_only) {
+    static const auto unknown = [] {
+      auto v = std::make_shared<EntryVerdict>();
+      v->unknown = true;
+      v->reason = "not verified yet";
+      return std::shared_ptr<const EntryVerdict>(std::move(v));
+    }();
+    return unknown;
+  }
+  auto verdict = verify(where, depth != VerifyDepth::stat_only, force_path);
+  if (verdict->manifest && !verdict->transient && !verdict->amending) keep(verdict->hashed ? verdicts_ : stat_verdicts_, where, verdict);
+  return verdict;
+}
+
+bool EntryVerifier::listed_file_in_progress(int base_fd, const std::string& path) const {
+  if (!in_progress_) return false;
+  auto [parent_rel, leaf] = split_parent(path);
+  UniqueFd parent_holder;
+  if (!parent_rel.empty()) {
+    auto p = open_beneath(base_fd, parent_rel, O_PATH | O_DIRECTORY);
+    if (!p) return false;
+    parent_holder = std::move(*p);
+  }
+  auto st = stat_at(parent_holder ? parent_holder.get() : base_fd, leaf);
+  return st && in_progress_(*st);
+}
+
+std::shared_ptr<const EntryVerdict> EntryVerifier::cached_by_key(dev_t dev, ino_t ino) {
+  std::lock_guard lock(mu_);
+  auto it = verdicts_.find({dev, ino});
+  return it == verdicts_.end() ? nullptr : it->second;
+}
+
+void EntryVerifier::forget(dev_t dev, ino_t ino) {
+  std::lock_guard lock(mu_);
+  verdicts_.erase({dev, ino});
+  stat_verdicts_.erase({dev, ino});
+}
+
+std::shared_ptr<const EntryVerdict> EntryVerifier::verify(const EntryLocation& where, bool hash,
+                                                          std::string_view force_path) {
+  auto v = std::make_shared<EntryVerdict>();
+  v->checked = std::chrono::steady_clock::now();
+  v->hashed = hash;
+  auto loaded = read_manifest_at(where.base_fd, where.manifest_name);
+  if (!loaded) {
+    v->reason = "manifest: " + loaded.error().message;
+    if (loaded.code() != EBADMSG) {
+      // Gone since the caller saw it (a concurrent publish or unlink), or
+      // unreadable for now (EMFILE…): not evidence about the entry.
+      v->transient = true;
+      if (loaded.code() != ENOENT) v->error = loaded.code();
+    }
+    return v;
+  }
+  v->manifest_stamp = loaded->stamp;
+  auto manifest = std::make_shared<const Manifest>(std::move(loaded->manifest));
+  v->manifest = manifest;
+  if (where.file_entry) {
+    const bool hashed_name = sidecar_is_hashed(where.file_name);
+    if (manifest->files.size() != 1 || manifest->files.begin()->first != where.file_name) {
+      v->reason = "sidecar does not list exactly " + where.file_name;
+      return v;
+    }
+    if ((hashed_name && manifest->name != where.file_name) || (manifest->name && *manifest->name != where.file_name)) {
+      v->reason = "sidecar records another name";
+      return v;
+    }
+  }
+  if (where.file_entry) {
+    // A file entry is one object: the name must still hold the file this
+    // verdict is for (a publish may have replaced it since it was judged).
+    auto now = stat_at(where.base_fd, where.file_name);
+    if (!now || now->st_dev != where.dev || now->st_ino != where.ino) {
+      v->reason = where.file_name + ": replaced during verification";
+      v->transient = true;
+      return v;
+    }
+  }
+  for (const auto& [path, rec] : manifest->files) {
+    if (!is_valid_manifest_path(path) || path_has_reserved_component(path)) {
+      v->reason = "manifest lists an invalid path";
+      return v;
+    }
+    // A cap on the work one entry can cause: its size is evidence enough.
+    auto alt = manifest->accept.find(path);
+    for (const FileRecord* r : {&rec, alt == manifest->accept.end() ? nullptr : &alt->second}) {
+      if (r != nullptr && r->sha256 && r->size > max_hashed_size_) {
+        v->reason = path + ": " + std::to_string(r->size) + " bytes, above the profile's max_file_size of " +
+                    std::to_string(max_hashed_size_);
+        return v;
+      }
+    }
+  }
+  // Symlink records (what a symlink leads to is never verified). In a
+  // directory entry the target stays inside the entry, and a name the profile
+  // hashes must be a regular file. A file entry of its own in a container (a
+  // symlink made there, shown as it is like a FIFO, R10) may point anywhere,
+  // but not under a name a validator guards (tilelang's *.so): an artefact.
+  for (const auto* records : {&manifest->files, &manifest->accept}) {
+    for (const auto& [path, rec] : *records) {
+      if (!rec.symlink) continue;
+      const std::string rel = join_rel(where.rel, path);
+      if (!where.file_entry && !symlink_stays_inside(path, *rec.symlink)) {
+        v->reason = path + ": symlink target leaves the entry";
+        return v;
+      }
+      const bool hashed = profile_ != nullptr && !profile_->is_size_only(rel);
+      if (hashed && (!where.file_entry || !profile_->validators_for(rel).empty())) {
+        v->reason = path + ": a symlink where the profile hashes (must be a regular file)";
+        return v;
+      }
+    }
+  }
+  // Cheap rejections first: every type and size before any hashing.
+  for (int pass = 0; pass < (hash ? 2 : 1); ++pass) {
+    for (const auto& [path, rec] : manifest->files) {
+      auto alt = manifest->accept.find(path);
+      Stamp seen;
+      const bool force = force_path == "*" || force_path == path;
+      Status s = check_listed_file(verifier_, where.base_fd, path, rec,
+                                   alt == manifest->accept.end() ? nullptr : &alt->second, pass == 1, force, &seen);
+      if (!s && s.code() != EBADMSG) {
+        v->reason = s.error().message;
+        v->transient = true;
+        v->error = s.code();
+        return v;
+      }
+      if (!s && listed_file_in_progress(where.base_fd, path)) {
+        v->amending = true;  // written through M right now: its seal decides (R4)
+        continue;
+      }
+      if (!s) {
+        v->reason = s.error().message;
+        // A manifest replaced while we checked (an amend, seal or R6 swap
+        // through the mount) describes other content: not damage, ask again.
+        auto stamp_now = manifest_stamp_at(where.base_fd, where.manifest_name);
+        v->transient = !stamp_now || !(*stamp_now == v->manifest_stamp);
+        return v;
+      }
+      // A file entry is one object: the name must still hold the file this
+      // verdict is for (it may have been replaced by a publish meanwhile).
+      if (where.file_entry && (seen.dev != where.dev || seen.ino != where.ino)) {
+        v->reason = path + ": replaced during verification";
+        v->transient = true;
+        return v;
+      }
+      v->file_stamps[path] = seen;
+    }
+  }
+  v->valid = true;
+  return v;
+}
+
+}  // namespace sealfs

@@ -1,0 +1,126 @@
+// Entry verification (R2, R8): does an entry's manifest match what B holds?
+// Verdicts are cached per entry object (dev, ino) with the manifest's stamp
+// and the stamps of the files checked, and trusted for the verdict TTL.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "core/manifest/manifest.hpp"
+#include "core/manifest/profile.hpp"
+#include "core/verify/verifier.hpp"
+
+namespace sealfs {
+
+// Only evidence about content is damage (R2): a listed object that is missing,
+// of the wrong type, or unreadable to the daemon. Any other errno that stops a
+// check (EMFILE, ENOMEM, EIO, EINTR…) is transient.
+bool is_damage_evidence(int code);
+
+struct EntryVerdict {
+  bool valid = false;
+  std::string reason;                         // why invalid: "<path>: <defect>"
+  std::shared_ptr<const Manifest> manifest;   // null when it could not be read
+  Stamp manifest_stamp;
+  std::map<std::string, Stamp> file_stamps;   // manifest path → stamp seen when verified
+  std::chrono::steady_clock::time_point checked{};
+  bool hashed = false;                        // false: a stat-level verdict (cached for listings only)
+  bool transient = false;                     // the entry changed while checked: not cached, not damage
+  // A failure that says nothing about the content stopped the check (EMFILE,
+  // ENFILE, ENOMEM, EINTR, EAGAIN, EIO…): answered to the caller as this
+  // errno, never cached, never a verdict (R2). Implies transient.
+  int error = 0;
+  bool unknown = false;                       // cached_only found no fresh verdict: nothing was checked
+  // Valid apart from listed files being written through M right now (R4):
+  // their seal or abandon will rewrite the manifest. Never cached.
+  bool amending = false;
+};
+
+// Where an entry's manifest and files are.
+struct EntryLocation {
+  int base_fd = -1;            // dir entries: the entry directory; file entries: its parent directory
+  std::string manifest_name;   // kDirManifest, or the file entry's sidecar name
+  dev_t dev = 0;               // the entry object: the directory, or the file
+  ino_t ino = 0;
+  std::string file_name;       // file entries only: the file's name (must be the one key listed)
+  bool file_entry = false;
+  // The manifest's directory below the backing root (the entry directory, or
+  // a file entry's parent): rel/<manifest key> is what the profile decides on.
+  std::string rel;
+};
+
+enum class VerifyDepth {
+  stat_only,  // readdir: never hash; use a cached verdict or check types and sizes only
+  cached_only,  // readdirplus: a hashed verdict younger than the TTL, else unknown (never hashes)
+  cached,     // lookup: a verdict younger than the TTL is trusted
+  fresh,      // re-verify now (stamps re-checked; only changed files are hashed again)
+};
+
+class EntryVerifier {
+ public:
+  // max_cached bounds each verdict map; a verdict holds its manifest and stamps
+  // (1–2 KiB for a TileLang entry), and saves work only within the TTL.
+  // profile: where set, a symlink record under a name the profile hashes
+  // makes the entry invalid (such a name must be a regular file). Verdicts
+  // are cached per entry object, so an entry moved to a path the profile
+  // judges differently keeps its verdict until its manifest changes.
+  EntryVerifier(Verifier& verifier, std::chrono::nanoseconds ttl, std::size_t max_cached = 1u << 13,
+                const Profile* profile = nullptr);
+
+  // force_path: a manifest path hashed regardless of the stamp cache
+  // (verify=always on open); "*" forces every file (fsck).
+  std::shared_ptr<const EntryVerdict> check(const EntryLocation& where, VerifyDepth depth,
+                                            std::string_view force_path = {});
+  // The cached verdict, whatever its age, if the manifest is unchanged.
+  std::shared_ptr<const EntryVerdict> cached(const EntryLocation& where);
+  // Records of hashed files larger than this are damage, never hashed (the
+  // profile's max_file_size).
+  void set_max_hashed_size(std::uint64_t bytes) { max_hashed_size_ = bytes; }
+  // Whether a regular file is being written through M (R4). A listed file
+  // that is does not count against its entry while it does not match.
+  void set_in_progress(std::function<bool(const struct stat&)> in_progress) { in_progress_ = std::move(in_progress); }
+  // The cached verdict of the entry object (dev, ino), whatever its age and
+  // whatever its manifest holds now (for objects replaced since verified).
+  std::shared_ptr<const EntryVerdict> cached_by_key(dev_t dev, ino_t ino);
+  void forget(dev_t dev, ino_t ino);
+
+ private:
+  std::shared_ptr<const EntryVerdict> verify(const EntryLocation& where, bool hash, std::string_view force_path);
+
+  Verifier& verifier_;
+  const Profile* profile_;
+  std::chrono::nanoseconds ttl_;
+  std::size_t max_cached_;
+  std::uint64_t max_hashed_size_ = UINT64_MAX;
+  std::function<bool(const struct stat&)> in_progress_;
+  bool listed_file_in_progress(int base_fd, const std::string& path) const;
+  using Key = std::pair<dev_t, ino_t>;
+  using Verdicts = std::map<Key, std::shared_ptr<const EntryVerdict>>;
+  std::shared_ptr<const EntryVerdict> find(const Verdicts& in, const EntryLocation& where,
+                                           const Stamp& manifest_stamp);
+  void keep(Verdicts& in, const EntryLocation& where, std::shared_ptr<const EntryVerdict> verdict);
+
+  // mu_ protects the maps only; verification itself (stat, hash) runs
+  // unlocked, so checking one entry never blocks lookups of another.
+  std::mutex mu_;
+  Verdicts verdicts_;       // hashed verdicts: what lookups, opens and publishes trust
+  Verdicts stat_verdicts_;  // stat-level verdicts: listings only, for the TTL
+};
+
+// Checks one listed path below base_fd against its record (and an alternative
+// accepted during an R6 swap). Without hashing, types, sizes and symlink
+// targets only. On success *seen holds the file's stamp. EBADMSG is evidence
+// of damage; any other error is a failure to check, with its own errno.
+Status check_listed_file(Verifier& verifier, int base_fd, const std::string& path, const FileRecord& record,
+                         const FileRecord* alternative, bool hash, bool force, Stamp* seen);
+
+}  // namespace sealfs

@@ -1,0 +1,163 @@
+#include "fs/cli/options.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "core/cuda/cuda.hpp"
+
+namespace sealfs::fs {
+namespace {
+
+// Options libfuse (fuse_session_new / fuse_session_mount) understands, with
+// or without a value. They are passed through unchanged.
+constexpr std::array<std::string_view, 19> kFuseFlags = {
+    "allow_other", "allow_root", "default_permissions", "auto_unmount", "blkdev", "rw", "ro", "suid", "nosuid",
+    "dev", "nodev", "exec", "noexec", "async", "sync", "atime", "noatime", "dirsync", "debug"};
+constexpr std::array<std::string_view, 3> kFuseValued = {"fsname", "subtype", "max_read"};
+// Options of the connection rather than of the mount: libfuse's session
+// refuses them, so they are applied in init (fuse_apply_conn_info_opts).
+constexpr std::array<std::string_view, 11> kConnFlags = {
+    "no_remote_lock", "no_remote_flock", "no_remote_posix_lock", "async_read", "sync_read", "splice_write",
+    "no_splice_write", "splice_move", "no_splice_move", "splice_read", "no_splice_read"};
+constexpr std::array<std::string_view, 3> kConnValued = {"max_write", "max_readahead", "max_background"};
+// Access-time variants that mount(8) may pass from fstab but libfuse 3.14
+// cannot set on a FUSE mount; atime lives on B anyway. Accepted and ignored.
+constexpr std::array<std::string_view, 8> kAtimeIgnored = {"diratime",    "nodiratime",    "relatime", "norelatime",
+                                                           "strictatime", "nostrictatime", "lazytime", "nolazytime"};
+// What mount(8) / mount.fuse3 may hand us from an fstab line that means
+// nothing to a FUSE mount: accepted and ignored.
+constexpr std::array<std::string_view, 8> kIgnored = {"defaults", "auto", "noauto", "user",
+                                                      "nouser", "users", "nofail", "_netdev"};
+
+template <std::size_t N>
+bool contains(const std::array<std::string_view, N>& set, std::string_view v) {
+  return std::find(set.begin(), set.end(), v) != set.end();
+}
+
+Result<double> parse_seconds(std::string_view value) {
+  double seconds = 0;
+  auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+  if (ec != std::errc{} || ptr != value.data() + value.size() || !std::isfinite(seconds) || seconds < 0 ||
+      seconds > 86400.0 * 365)
+    return make_error(EINVAL, "cache_timeout: not a number of seconds: '" + std::string(value) + "'");
+  return seconds;
+}
+
+// A count for a FUSE option (bytes, requests): digits only, fits in 32 bits.
+Result<unsigned> parse_count(std::string_view key, std::string_view value) {
+  std::uint32_t n = 0;
+  auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (value.empty() || ec != std::errc{} || ptr != value.data() + value.size())
+    return make_error(EINVAL, "option " + std::string(key) + " needs a number, not '" + std::string(value) + "'");
+  return n;
+}
+
+Status apply_one(std::string_view opt, MountOptions& o) {
+  const auto eq = opt.find('=');
+  const std::string_view key = opt.substr(0, eq);
+  const bool has_value = eq != std::string_view::npos;
+  const std::string_view value = has_value ? opt.substr(eq + 1) : std::string_view{};
+  auto need_value = [&]() -> Status {
+    if (!has_value || value.empty()) return make_error(EINVAL, "option " + std::string(key) + " needs a value");
+    return {};
+  };
+
+  if (key == "profile") {
+    if (auto s = need_value(); !s) return s;
+    o.profile = std::string(value);
+  } else if (key == "verify") {
+    if (value == "changed") o.verify = VerifyMode::changed;
+    else if (value == "always") o.verify = VerifyMode::always;
+    else return make_error(EINVAL, "verify must be 'changed' or 'always', not '" + std::string(value) + "'");
+  } else if (key == "durability") {
+    if (value == "fsync") o.durability = Durability::fsync;
+    else if (value == "none") o.durability = Durability::none;
+    else return make_error(EINVAL, "durability must be 'fsync' or 'none', not '" + std::string(value) + "'");
+  } else if (key == "cache_timeout") {
+    if (auto s = need_value(); !s) return s;
+    auto seconds = parse_seconds(value);
+    if (!seconds) return seconds.error();
+    o.cache_timeout = *seconds;
+  } else if (key == "cuda_validate") {
+    if (auto mode = parse_cuda_mode(value); !mode)
+      return make_error(EINVAL, "cuda_validate must be off, structural or driver, not '" + std::string(value) + "'");
+    o.cuda_validate = std::string(value);
+  } else if (!has_value && contains(kIgnored, key)) {
+    // fstab noise, see kIgnored.
+  } else if (key.starts_with("x-") || key.starts_with("comment=")) {
+    // util-linux userspace-only options (x-systemd.*, comment=…), never meant for us.
+  } else if (!has_value && contains(kAtimeIgnored, key)) {
+    // see kAtimeIgnored
+  } else if (!has_value && contains(kConnFlags, key)) {
+    o.conn_options.emplace_back(key);
+  } else if (key == "readdirplus") {
+    if (value != "yes" && value != "no" && value != "auto")
+      return make_error(EINVAL, "readdirplus must be yes, no or auto, not '" + std::string(value) + "'");
+    o.conn_options.emplace_back(opt);
+  } else if (has_value && contains(kConnValued, key)) {
+    if (auto n = parse_count(key, value); !n) return n.error();
+    o.conn_options.emplace_back(opt);
+  } else if (!has_value && contains(kFuseFlags, key)) {
+    if (key == "allow_other") o.allow_other = true;
+    if (key == "debug") o.debug = true;
+    else o.fuse_options.emplace_back(key);
+  } else if (has_value && contains(kFuseValued, key)) {
+    if (auto s = need_value(); !s) return s;
+    if (key == "max_read") {
+      auto n = parse_count(key, value);
+      if (!n) return n.error();
+      o.max_read = *n;
+    }
+    o.fuse_options.emplace_back(opt);
+  } else {
+    return make_error(EINVAL, "unknown option '" + std::string(opt) + "'");
+  }
+  return {};
+}
+
+// libfuse splits -o lists at ',' and honours '\' as an escape.
+std::string escape_option_value(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == ',' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+Status apply_option_list(std::string_view list, MountOptions& options) {
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    std::size_t end = list.find(',', start);
+    if (end == std::string_view::npos) end = list.size();
+    const std::string_view opt = list.substr(start, end - start);
+    if (!opt.empty()) {
+      if (auto s = apply_one(opt, options); !s) return s;
+    }
+    start = end + 1;
+  }
+  return {};
+}
+
+std::string fuse_option_string(const MountOptions& options) {
+  std::string out = "default_permissions";
+  bool has_fsname = false;
+  bool has_subtype = false;
+  for (const auto& opt : options.fuse_options) {
+    if (opt == "default_permissions") continue;
+    has_fsname = has_fsname || opt.starts_with("fsname=");
+    has_subtype = has_subtype || opt.starts_with("subtype=");
+    out += "," + opt;
+  }
+  if (!has_fsname) out += ",fsname=" + escape_option_value(options.backing);
+  if (!has_subtype) out += ",subtype=sealfs";
+  return out;
+}
+
+}  // namespace sealfs::fs

@@ -1,0 +1,44 @@
+// The mount command's options: sealfs's own (-o profile=…, verify=…, …) and
+// the FUSE/mount options passed through to libfuse. Parsing is pure (no I/O)
+// so it can be tested without a mount.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/base/result.hpp"
+#include "core/store/store.hpp"
+
+namespace sealfs::fs {
+
+struct MountOptions {
+  std::string backing;
+  std::string mountpoint;
+  bool foreground = false;
+  bool debug = false;
+
+  std::string profile = "generic";  // built-in name or path to a JSON profile
+  VerifyMode verify = VerifyMode::changed;
+  Durability durability = Durability::fsync;
+  double cache_timeout = 1.0;  // seconds; kernel entry/attr timeouts and verdict TTL
+  std::string cuda_validate = "structural";
+  bool allow_other = false;
+
+  // Options handed to libfuse as one "-o" list (always with
+  // default_permissions, see DESIGN.md "allow_other").
+  std::vector<std::string> fuse_options;
+  // Connection options (max_write=, async_read, …): applied in init.
+  std::vector<std::string> conn_options;
+  unsigned max_read = 0;  // also a mount option; init must repeat it
+};
+
+// Apply one comma-separated -o list (may be given several times). Unknown
+// options and bad values: EINVAL with a message naming the option.
+Status apply_option_list(std::string_view list, MountOptions& options);
+
+// The "-o" string handed to libfuse: the pass-through options plus
+// default_permissions and an fsname/subtype when none was given.
+std::string fuse_option_string(const MountOptions& options);
+
+}  // namespace sealfs::fs

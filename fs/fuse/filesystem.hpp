@@ -1,0 +1,101 @@
+// The state one mount shares between its request handlers, and the table of
+// FUSE low-level operations (fs/fuse/operations.cpp) that work on it.
+#pragma once
+
+#include <fuse_lowlevel.h>
+#include <sys/resource.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <vector>
+
+#include "core/store/store.hpp"
+#include "core/verify/verifier.hpp"
+#include "core/base/unique_fd.hpp"
+#include "fs/fuse/handle_table.hpp"
+#include "fs/fuse/inode_table.hpp"
+#include "fs/fuse/invalidator.hpp"
+#include "fs/fuse/writer_tracking.hpp"
+
+namespace sealfs::fs {
+
+struct FileHandle {
+  UniqueFd fd;
+  InodeRef inode;       // keeps the O_PATH fd for seal/abandon after the kernel forgets it
+  bool tracked = false;  // counted in WriterTracking (a write handle outside volatile areas)
+  std::atomic<bool> abandoned{false};
+  // Every close(2) of a descriptor sends FLUSH before the last RELEASE. A
+  // write handle released without one was never held by its opener (a
+  // create cut short by SIGKILL, a reply that failed) or lost its closer's
+  // FLUSH: R4 cannot call that a normal close, so it counts as abandoned.
+  std::atomic<bool> flushed{false};
+  // R10: an abandoned writer abandons only a file its handle changed (wrote,
+  // truncated, allocated); a file it merely opened stays as it was, and one
+  // it only created is sealed (empty) all the same.
+  std::atomic<bool> changed{false};
+  bool made = false;
+  std::atomic<bool> closed_normally{false};  // a FLUSH came from a task closing normally
+  // A read handle of a sealed file: the stamp of the content that was
+  // verified. Every READ compares the backing file with it (R2: every byte
+  // served equals the bytes verified); guarded by stamp_mu.
+  bool sealed_read = false;
+  std::mutex stamp_mu;
+  Stamp verified{};
+};
+
+struct DirHandle {
+  InodeRef inode;
+  std::mutex mu;
+  std::vector<DirItem> items;  // snapshot taken at opendir / rewinddir
+};
+
+// libfuse allocates fuse_conn_info_opts with malloc.
+struct ConnOptsDeleter {
+  void operator()(fuse_conn_info_opts* o) const { std::free(o); }
+};
+
+struct Filesystem {
+  Filesystem() : invalidator(inodes) {}
+
+  // Wires the store's hooks to this mount; call before Store::open_backing.
+  void attach_hooks(StoreOptions& options);
+  // Test builds: the fault hook's pause or crash at a step of the adapter's own.
+  void test_step(std::string_view step) const {
+    if (store && store->options().fault_hook) store->options().fault_hook(step);
+  }
+
+  std::unique_ptr<Store> store;
+  InodeTable inodes;
+  WriterTracking writers;
+  Invalidator invalidator;
+  HandleTable<FileHandle> files;
+  HandleTable<DirHandle> dirs;
+  double cache_timeout = 1.0;  // seconds, for sealed and verified objects
+  bool chown_to_caller = false;  // running as root: created objects belong to the caller
+  // -o max_write=, async_read, …: applied to the connection in init.
+  std::unique_ptr<fuse_conn_info_opts, ConnOptsDeleter> conn_opts;
+  unsigned max_read = 0;  // -o max_read=, which init must repeat
+  // R2: running out of descriptors is never damage, and callers' opens must
+  // not starve verification and publishes of the descriptors they need. An
+  // open that would leave less than this headroom is refused with ENFILE
+  // (the daemon's table is full, not the caller's). Each inode the kernel
+  // holds and each open handle costs one descriptor. The limit is read each
+  // time: an administrator may change it with prlimit(1) while mounted.
+  bool descriptors_low() const {
+    struct rlimit lim {};
+    if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return false;
+    const std::uint64_t limit = lim.rlim_cur;
+    const std::uint64_t headroom = 128 + limit / 16;
+    const std::uint64_t used = inodes.size() + files.size() + dirs.size();
+    return used + headroom >= limit;
+  }
+};
+
+// The operations table; userdata passed to fuse_session_new must be a Filesystem*.
+const fuse_lowlevel_ops& operations();
+
+}  // namespace sealfs::fs

@@ -1,0 +1,64 @@
+#include "fs/fuse/inode_table.hpp"
+
+namespace sealfs::fs {
+
+void InodeTable::set_root(Found root) {
+  std::lock_guard lock(mu_);
+  auto inode = std::make_shared<Inode>(FUSE_ROOT_ID, std::move(root.fd), root.st.st_dev, root.st.st_ino);
+  inode->kind = ObjectKind::root;
+  by_key_[{inode->dev, inode->ino}] = FUSE_ROOT_ID;
+  // The kernel never forgets the root: a count of 1 that nothing lowers to 0.
+  by_id_[FUSE_ROOT_ID] = Slot{std::move(inode), 1};
+}
+
+InodeRef InodeTable::remember(Found&& found) {
+  std::lock_guard lock(mu_);
+  const std::pair key{found.st.st_dev, found.st.st_ino};
+  if (auto it = by_key_.find(key); it != by_key_.end()) {
+    Slot& slot = by_id_.at(it->second);
+    if (slot.inode->id != FUSE_ROOT_ID) {
+      ++slot.nlookup;
+      slot.inode->kind = found.kind;
+      if (found.fd) slot.inode->replace_path_fd(std::move(found.fd));
+    }
+    return slot.inode;
+  }
+  const fuse_ino_t id = next_id_++;
+  auto inode = std::make_shared<Inode>(id, std::move(found.fd), key.first, key.second);
+  inode->kind = found.kind;
+  by_key_[key] = id;
+  by_id_[id] = Slot{inode, 1};
+  return inode;
+}
+
+void InodeTable::forget(fuse_ino_t id, std::uint64_t nlookup) {
+  if (id == FUSE_ROOT_ID) return;
+  std::lock_guard lock(mu_);
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) return;
+  Slot& slot = it->second;
+  slot.nlookup = nlookup >= slot.nlookup ? 0 : slot.nlookup - nlookup;
+  if (slot.nlookup == 0) {
+    by_key_.erase({slot.inode->dev, slot.inode->ino});
+    by_id_.erase(it);
+  }
+}
+
+InodeRef InodeTable::get(fuse_ino_t id) const {
+  std::lock_guard lock(mu_);
+  auto it = by_id_.find(id);
+  return it == by_id_.end() ? nullptr : it->second.inode;
+}
+
+InodeRef InodeTable::find(dev_t dev, ino_t ino) const {
+  std::lock_guard lock(mu_);
+  auto it = by_key_.find({dev, ino});
+  return it == by_key_.end() ? nullptr : by_id_.at(it->second).inode;
+}
+
+std::size_t InodeTable::size() const {
+  std::lock_guard lock(mu_);
+  return by_id_.size();
+}
+
+}  // namespace sealfs::fs

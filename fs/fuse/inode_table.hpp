@@ -1,0 +1,112 @@
+// The kernel's view of inodes: one Inode per backing object (device, inode)
+// that the kernel has looked up, holding the O_PATH fd Store handed out and
+// the kernel's lookup count, as libfuse's passthrough_ll does.
+//
+// fuse_ino_t values are table ids, never pointers: an id the kernel sends
+// after we dropped it is simply not found (ESTALE) instead of being a
+// dangling pointer. Ids are never reused within one mount.
+#pragma once
+
+#include <fuse_lowlevel.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "core/store/store.hpp"
+#include "core/base/unique_fd.hpp"
+
+namespace sealfs::fs {
+
+class Inode {
+ public:
+  Inode(fuse_ino_t id_, UniqueFd fd, dev_t dev_, ino_t ino_)
+      : id(id_), dev(dev_), ino(ino_), fd_(std::make_shared<const UniqueFd>(std::move(fd))) {}
+
+  const fuse_ino_t id;
+  const dev_t dev;
+  const ino_t ino;
+  // What the last lookup said it is; decides kernel cache timeouts.
+  std::atomic<ObjectKind> kind{ObjectKind::container};
+
+  // The O_PATH|O_NOFOLLOW fd, kept alive for as long as the caller holds
+  // the pointer even if a newer lookup replaces it meanwhile.
+  std::shared_ptr<const UniqueFd> path_fd() const {
+    std::lock_guard lock(mu_);
+    return fd_;
+  }
+  // An O_PATH fd remembers the name it was opened by, and the store finds an
+  // object's place (its entry, its sidecar) from it. With hard links, or
+  // after a replace, the newest name is the one that still leads to the
+  // object, so every lookup hands its fresh fd in here.
+  void replace_path_fd(UniqueFd fd) {
+    auto fresh = std::make_shared<const UniqueFd>(std::move(fd));
+    std::lock_guard lock(mu_);
+    fd_.swap(fresh);
+  }
+
+  // Where the adapter last saw this object (lookup, create, link, readdirplus,
+  // a rename through the mount): its directory's fd and its name there. The
+  // store locates a file deeper than PATH_MAX by it (PlaceHint), after
+  // checking that it still holds; the fd is shared with the directory's
+  // inode and kept open while this hint lasts.
+  struct SeenAt {
+    std::shared_ptr<const UniqueFd> dir;  // null: never seen under a name
+    std::string name;
+    PlaceHint hint() const { return dir ? PlaceHint{dir->get(), name} : PlaceHint{}; }
+  };
+  void seen_at(std::shared_ptr<const UniqueFd> dir, std::string_view name) {
+    SeenAt fresh{std::move(dir), std::string(name)};
+    std::lock_guard lock(mu_);
+    std::swap(seen_, fresh);
+  }
+  // A copy: the caller's hint stays valid however the inode is seen meanwhile.
+  SeenAt last_seen() const {
+    std::lock_guard lock(mu_);
+    return seen_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const UniqueFd> fd_;  // never null
+  SeenAt seen_;
+};
+
+using InodeRef = std::shared_ptr<Inode>;
+
+class InodeTable {
+ public:
+  // The root must be registered first; it gets FUSE_ROOT_ID and is never forgotten.
+  void set_root(Found root);
+
+  // The inode for a Found (new or existing), with its lookup count raised
+  // by one. An existing inode takes found's fd (see Inode::replace_path_fd).
+  InodeRef remember(Found&& found);
+  // Lower the lookup count; at zero the inode leaves the table (its fd is
+  // closed once the last request using it lets go of the reference).
+  void forget(fuse_ino_t id, std::uint64_t nlookup);
+
+  InodeRef get(fuse_ino_t id) const;                 // nullptr when unknown
+  InodeRef find(dev_t dev, ino_t ino) const;         // nullptr when not looked up
+  std::size_t size() const;
+
+ private:
+  struct Slot {
+    InodeRef inode;
+    std::uint64_t nlookup = 0;
+  };
+  mutable std::mutex mu_;
+  std::unordered_map<fuse_ino_t, Slot> by_id_;
+  std::map<std::pair<dev_t, ino_t>, fuse_ino_t> by_key_;
+  fuse_ino_t next_id_ = FUSE_ROOT_ID + 1;
+};
+
+}  // namespace sealfs::fs

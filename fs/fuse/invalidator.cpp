@@ -1,0 +1,75 @@
+#include "fs/fuse/invalidator.hpp"
+
+#include <syslog.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace sealfs::fs {
+namespace {
+// Beyond this many waiting events the kernel is clearly not keeping up;
+// dropping the oldest only means a cache lives until its timeout (R9).
+constexpr std::size_t kMaxQueued = 65536;
+}  // namespace
+
+void Invalidator::post(const Invalidation& event) {
+  try {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    if (queue_.size() >= kMaxQueued) queue_.pop_front();
+    queue_.push_back(event);
+  } catch (const std::bad_alloc&) {
+    return;  // see kMaxQueued: a lost invalidation ends with the cache timeout
+  }
+  cv_.notify_one();
+}
+
+void Invalidator::start(fuse_session* session) {
+  std::lock_guard lock(mu_);
+  session_ = session;
+  stopping_ = false;
+  thread_ = std::thread([this] { run(); });
+}
+
+void Invalidator::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard lock(mu_);
+  queue_.clear();
+  session_ = nullptr;
+}
+
+void Invalidator::run() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (stopping_) return;
+    Invalidation event = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    send(event);
+    lock.lock();
+  }
+}
+
+void Invalidator::send(const Invalidation& event) {
+  // Only what the kernel was told about can be in its caches: objects not in
+  // the inode table need nothing (ENOENT from the kernel is normal as well).
+  if (!event.name.empty()) {
+    if (InodeRef parent = inodes_.find(event.parent_dev, event.parent_ino)) {
+      const int rc = fuse_lowlevel_notify_inval_entry(session_, parent->id, event.name.data(), event.name.size());
+      if (rc != 0 && rc != -ENOENT)
+        syslog(LOG_DEBUG, "sealfs: inval_entry %s: %s", event.name.c_str(), std::strerror(-rc));
+    }
+  }
+  if (InodeRef inode = inodes_.find(event.dev, event.ino)) {
+    const int rc = fuse_lowlevel_notify_inval_inode(session_, inode->id, 0, 0);
+    if (rc != 0 && rc != -ENOENT) syslog(LOG_DEBUG, "sealfs: inval_inode: %s", std::strerror(-rc));
+  }
+}
+
+}  // namespace sealfs::fs

@@ -1,0 +1,48 @@
+// Turns the store's on_invalidate events into kernel cache invalidations.
+// libfuse forbids calling fuse_lowlevel_notify_inval_entry from the handler
+// of a request that holds the directory's lock (it would deadlock), and the
+// store reports invalidations from inside request handlers, so they are
+// queued here and sent from a thread of their own.
+#pragma once
+
+#include <fuse_lowlevel.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "core/store/store.hpp"
+#include "fs/fuse/inode_table.hpp"
+
+namespace sealfs::fs {
+
+class Invalidator {
+ public:
+  explicit Invalidator(const InodeTable& inodes) : inodes_(inodes) {}
+  ~Invalidator() { stop(); }
+  Invalidator(const Invalidator&) = delete;
+  Invalidator& operator=(const Invalidator&) = delete;
+
+  // Never blocks on the kernel; safe from any thread, inside a request or not.
+  // Events queued before start() wait; they are dropped if stop() comes first.
+  void post(const Invalidation& event);
+
+  // The session must outlive the thread: call stop() before destroying it.
+  void start(fuse_session* session);
+  void stop();
+
+ private:
+  void run();
+  void send(const Invalidation& event);
+
+  const InodeTable& inodes_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Invalidation> queue_;
+  bool stopping_ = false;
+  fuse_session* session_ = nullptr;
+  std::thread thread_;
+};
+
+}  // namespace sealfs::fs

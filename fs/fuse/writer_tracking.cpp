@@ -1,0 +1,163 @@
+#include "fs/fuse/writer_tracking.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
+#include <string>
+
+#include "core/base/unique_fd.hpp"
+
+namespace sealfs::fs {
+namespace {
+
+constexpr std::uint64_t kPfExiting = 0x4;  // include/linux/sched.h
+constexpr int kFlagsField = 9;             // proc_pid_stat(5), 1-based
+constexpr int kExitCodeField = 52;
+
+bool parse_u64(std::string_view text, std::uint64_t& out) {
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc{} && ptr == text.data() + text.size();
+}
+
+}  // namespace
+
+CloserState closer_state_from_stat(std::string_view text) {
+  // Field 2 is "(comm)", which may itself hold spaces and parentheses: the
+  // fields after it start after the LAST ')'.
+  const auto close = text.rfind(')');
+  if (close == std::string_view::npos) return CloserState::normal;
+  std::string_view rest = text.substr(close + 1);
+  int field = 2;
+  std::uint64_t flags = 0;
+  std::uint64_t exit_code = 0;
+  bool have_flags = false;
+  bool have_exit = false;
+  while (!rest.empty()) {
+    const auto start = rest.find_first_not_of(" \n");
+    if (start == std::string_view::npos) break;
+    rest.remove_prefix(start);
+    const auto end = std::min(rest.find(' '), rest.size());
+    std::string_view value = rest.substr(0, end);
+    if (!value.empty() && value.back() == '\n') value.remove_suffix(1);
+    ++field;
+    if (field == kFlagsField) have_flags = parse_u64(value, flags);
+    if (field == kExitCodeField) {
+      have_exit = parse_u64(value, exit_code);
+      break;
+    }
+    rest.remove_prefix(end);
+  }
+  if (!have_flags || !have_exit) return CloserState::normal;
+  return (flags & kPfExiting) != 0 && exit_code != 0 ? CloserState::abandoned : CloserState::normal;
+}
+
+CloserState closer_state_of(pid_t tid) {
+  if (tid <= 0) return CloserState::normal;  // the kernel could not name the task (other pid namespace)
+  const std::string path = "/proc/" + std::to_string(tid) + "/stat";
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return CloserState::normal;
+  std::string text(4096, '\0');
+  std::size_t used = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), text.data() + used, text.size() - used);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    used += static_cast<std::size_t>(n);
+    if (used == text.size()) text.resize(text.size() * 2);
+  }
+  text.resize(used);
+  return closer_state_from_stat(text);
+}
+
+void WriterTracking::opened(dev_t dev, ino_t ino) {
+  std::lock_guard lock(mu_);
+  ++files_[{dev, ino}].writers;
+}
+
+std::optional<LastClose> WriterTracking::released(dev_t dev, ino_t ino, HandleEnd end) {
+  std::lock_guard lock(mu_);
+  auto it = files_.find({dev, ino});
+  if (it == files_.end() || it->second.writers == 0) return std::nullopt;
+  State& s = it->second;
+  s.changed = s.changed || end.changed || end.made;
+  // R10: a writer that exits abnormally abandons a file it wrote, truncated
+  // or allocated. One it only created is abandoned when no close of it was
+  // normal (a writer killed before its first write: R4, nothing visible);
+  // a lock file whose creator closed it and whose last holder, a child
+  // sharing the descriptor, was killed is sealed as it is.
+  s.abandoned = s.abandoned || (end.abandoned && (end.changed || (end.made && !end.closed_normally)));
+  if (--s.writers > 0) return std::nullopt;
+  ++s.sealing;
+  const LastClose what = !s.changed ? LastClose::untouched : s.abandoned ? LastClose::abandon : LastClose::seal;
+  s.changed = false;
+  s.abandoned = false;
+  return what;
+}
+
+void WriterTracking::finished(dev_t dev, ino_t ino) {
+  std::lock_guard lock(mu_);
+  auto it = files_.find({dev, ino});
+  if (it == files_.end()) return;
+  if (it->second.sealing > 0) --it->second.sealing;
+  if (it->second.writers == 0 && it->second.sealing == 0) files_.erase(it);
+}
+
+void WriterTracking::cancelled(dev_t dev, ino_t ino) {
+  std::lock_guard lock(mu_);
+  auto it = files_.find({dev, ino});
+  if (it == files_.end()) return;
+  if (it->second.writers > 0) --it->second.writers;
+  if (it->second.writers == 0 && it->second.sealing == 0) files_.erase(it);
+}
+
+bool WriterTracking::in_progress(dev_t dev, ino_t ino) const {
+  std::lock_guard lock(mu_);
+  auto it = files_.find({dev, ino});
+  return it != files_.end() && (it->second.writers > 0 || it->second.sealing > 0);
+}
+
+WriterTracking::Hold WriterTracking::hold(std::vector<Key> keys) {
+  std::erase(keys, Key{0, 0});
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  std::unique_lock lock(gate_mu_);
+  gate_cv_.wait(lock, [&] {
+    return std::none_of(keys.begin(), keys.end(), [&](const Key& k) { return held_.count(k) != 0; });
+  });
+  held_.insert(keys.begin(), keys.end());
+  Hold h;
+  h.owner_ = this;
+  h.keys_ = std::move(keys);
+  return h;
+}
+
+void WriterTracking::Hold::release() {
+  if (owner_ == nullptr) return;
+  {
+    std::lock_guard lock(owner_->gate_mu_);
+    for (const Key& k : keys_) owner_->held_.erase(k);
+  }
+  owner_->gate_cv_.notify_all();
+  owner_ = nullptr;
+  keys_.clear();
+}
+
+WriterTracking::Hold::Hold(Hold&& other) noexcept
+    : owner_(std::exchange(other.owner_, nullptr)), keys_(std::move(other.keys_)) {}
+
+WriterTracking::Hold& WriterTracking::Hold::operator=(Hold&& other) noexcept {
+  if (this != &other) {
+    release();
+    owner_ = std::exchange(other.owner_, nullptr);
+    keys_ = std::move(other.keys_);
+  }
+  return *this;
+}
+
+WriterTracking::Hold::~Hold() { release(); }
+
+}  // namespace sealfs::fs

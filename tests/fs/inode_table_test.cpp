@@ -1,0 +1,110 @@
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "fs/fuse/handle_table.hpp"
+#include "fs/fuse/inode_table.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace sealfs::fs {
+namespace {
+
+Found found_for(const std::string& path, ObjectKind kind) {
+  Found f;
+  f.fd = UniqueFd(::open(path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  EXPECT_TRUE(f.fd.valid()) << path;
+  ::fstatat(f.fd.get(), "", &f.st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+  f.kind = kind;
+  return f;
+}
+
+class InodeTableTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    test::write_file(dir_ / "a", "a");
+    test::write_file(dir_ / "b", "b");
+    table_.set_root(found_for(dir_.path(), ObjectKind::root));
+  }
+  test::TempDir dir_{"sealfs-inodes"};
+  InodeTable table_;
+};
+
+TEST_F(InodeTableTest, RootIsFuseRootIdAndNeverForgotten) {
+  ASSERT_NE(table_.get(FUSE_ROOT_ID), nullptr);
+  table_.forget(FUSE_ROOT_ID, 100);
+  EXPECT_NE(table_.get(FUSE_ROOT_ID), nullptr);
+  // Looking the root up again (e.g. through "..") keeps the same id.
+  EXPECT_EQ(table_.remember(found_for(dir_.path(), ObjectKind::root))->id, FUSE_ROOT_ID);
+}
+
+TEST_F(InodeTableTest, SameObjectSameIdAndCountedLookups) {
+  auto first = table_.remember(found_for(dir_ / "a", ObjectKind::sealed_file));
+  auto second = table_.remember(found_for(dir_ / "a", ObjectKind::in_progress));
+  EXPECT_EQ(first->id, second->id);
+  EXPECT_EQ(second->kind.load(), ObjectKind::in_progress);  // the latest lookup's view
+  auto other = table_.remember(found_for(dir_ / "b", ObjectKind::sealed_file));
+  EXPECT_NE(other->id, first->id);
+  table_.forget(first->id, 1);
+  EXPECT_NE(table_.get(first->id), nullptr);  // one lookup left
+  table_.forget(first->id, 1);
+  EXPECT_EQ(table_.get(first->id), nullptr);
+  EXPECT_EQ(table_.find(first->dev, first->ino), nullptr);
+  // The held reference keeps its fd usable after the kernel forgot it.
+  struct stat st {};
+  EXPECT_EQ(::fstatat(first->path_fd()->get(), "", &st, AT_EMPTY_PATH), 0);
+}
+
+TEST_F(InodeTableTest, ANewerLookupsFdReplacesTheOldOne) {
+  ASSERT_EQ(::link((dir_ / "a").c_str(), (dir_ / "a2").c_str()), 0);
+  auto inode = table_.remember(found_for(dir_ / "a", ObjectKind::sealed_file));
+  auto held = inode->path_fd();  // a request still using the old fd
+  auto again = table_.remember(found_for(dir_ / "a2", ObjectKind::sealed_file));
+  ASSERT_EQ(again, inode);
+  EXPECT_NE(inode->path_fd()->get(), held->get());
+  // The fd now names the object by its newest name.
+  char buf[4096] = {};
+  const std::string link = "/proc/self/fd/" + std::to_string(inode->path_fd()->get());
+  ASSERT_GT(::readlink(link.c_str(), buf, sizeof buf - 1), 0);
+  EXPECT_EQ(std::string(buf), dir_ / "a2");
+  struct stat st {};
+  EXPECT_EQ(::fstatat(held->get(), "", &st, AT_EMPTY_PATH), 0);  // still open for its holder
+}
+
+TEST_F(InodeTableTest, IdsAreNotReusedAndUnknownIdsAreNotFound) {
+  auto a = table_.remember(found_for(dir_ / "a", ObjectKind::sealed_file));
+  const fuse_ino_t old_id = a->id;
+  table_.forget(old_id, 1);
+  auto again = table_.remember(found_for(dir_ / "a", ObjectKind::sealed_file));
+  EXPECT_NE(again->id, old_id);
+  EXPECT_EQ(table_.get(old_id), nullptr);
+  EXPECT_EQ(table_.get(987654321), nullptr);
+  table_.forget(987654321, 1);  // harmless
+}
+
+TEST_F(InodeTableTest, SeenAtGivesAHintThatOutlivesTheNextSighting) {
+  InodeRef a = table_.remember(found_for(dir_ / "a", ObjectKind::sealed_file));
+  EXPECT_EQ(a->last_seen().hint().dir_fd, -1);  // never seen under a name: no hint
+  InodeRef root = table_.get(FUSE_ROOT_ID);
+  a->seen_at(root->path_fd(), "a");
+  const auto seen = a->last_seen();
+  EXPECT_EQ(seen.hint().dir_fd, root->path_fd()->get());
+  EXPECT_EQ(seen.hint().name, "a");
+  a->seen_at(root->path_fd(), "renamed");  // a rename through the mount
+  EXPECT_EQ(seen.hint().name, "a");         // the copy a request holds stays as it was
+  EXPECT_EQ(a->last_seen().hint().name, "renamed");
+}
+
+TEST(HandleTableTest, TakeRemovesAndUnknownIsNull) {
+  HandleTable<int> handles;
+  const auto id = handles.add(std::make_shared<int>(7));
+  ASSERT_NE(handles.get(id), nullptr);
+  EXPECT_EQ(*handles.get(id), 7);
+  auto taken = handles.take(id);
+  ASSERT_NE(taken, nullptr);
+  EXPECT_EQ(handles.get(id), nullptr);
+  EXPECT_EQ(handles.take(id), nullptr);
+  EXPECT_EQ(handles.size(), 0u);
+}
+
+}  // namespace
+}  // namespace sealfs::fs

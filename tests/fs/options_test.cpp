@@ -1,0 +1,88 @@
+#include <gtest/gtest.h>
+
+#include "fs/cli/options.hpp"
+
+namespace sealfs::fs {
+namespace {
+
+TEST(MountOptionsTest, SealfsOptionsAreParsed) {
+  MountOptions o;
+  ASSERT_TRUE(apply_option_list("profile=tilelang,verify=always,durability=none,cache_timeout=2.5,cuda_validate=off", o));
+  EXPECT_EQ(o.profile, "tilelang");
+  EXPECT_EQ(o.verify, VerifyMode::always);
+  EXPECT_EQ(o.durability, Durability::none);
+  EXPECT_DOUBLE_EQ(o.cache_timeout, 2.5);
+  EXPECT_EQ(o.cuda_validate, "off");
+  EXPECT_TRUE(o.fuse_options.empty());
+}
+
+TEST(MountOptionsTest, UnknownOptionIsRefusedByName) {
+  MountOptions o;
+  auto s = apply_option_list("profile=generic,frobnicate", o);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.code(), EINVAL);
+  EXPECT_NE(s.error().message.find("frobnicate"), std::string::npos);
+}
+
+TEST(MountOptionsTest, BadValuesAreRefused) {
+  for (const char* bad : {"verify=sometimes", "durability=maybe", "cache_timeout=-1", "cache_timeout=abc",
+                          "cache_timeout=", "cuda_validate=gpu", "profile=", "fsname="}) {
+    MountOptions o;
+    EXPECT_EQ(apply_option_list(bad, o).code(), EINVAL) << bad;
+  }
+}
+
+TEST(MountOptionsTest, MountFuse3NoiseIsAcceptedAndFuseOptionsPassThrough) {
+  // What mount.fuse3 hands over for an fstab line "B M fuse.sealfs profile=tilelang,nofail 0 0".
+  MountOptions o;
+  ASSERT_TRUE(apply_option_list("rw,nosuid,nodev,relatime,nofail,_netdev,x-systemd.automount,profile=tilelang", o));
+  EXPECT_EQ(o.profile, "tilelang");
+  // relatime cannot be set on a FUSE mount by libfuse 3.14: accepted, dropped.
+  EXPECT_EQ(o.fuse_options, (std::vector<std::string>{"rw", "nosuid", "nodev"}));
+}
+
+TEST(MountOptionsTest, ConnectionOptionsAreKeptApartFromMountOptions) {
+  // libfuse's session refuses these; they are applied to the connection in init.
+  MountOptions o;
+  ASSERT_TRUE(apply_option_list("max_write=131072,async_read,max_read=65536,no_remote_lock", o));
+  EXPECT_EQ(o.conn_options, (std::vector<std::string>{"max_write=131072", "async_read", "no_remote_lock"}));
+  EXPECT_EQ(o.max_read, 65536u);
+  EXPECT_EQ(o.fuse_options, (std::vector<std::string>{"max_read=65536"}));
+  for (const char* bad : {"max_write=", "max_write=big", "max_background=-1", "max_readahead=1k", "max_read=x",
+                          "readdirplus=maybe"}) {
+    MountOptions b;
+    EXPECT_EQ(apply_option_list(bad, b).code(), EINVAL) << bad;
+  }
+}
+
+TEST(MountOptionsTest, AllowOtherAlwaysComesWithDefaultPermissions) {
+  MountOptions o;
+  o.backing = "/b";
+  ASSERT_TRUE(apply_option_list("allow_other", o));
+  EXPECT_TRUE(o.allow_other);
+  const std::string s = fuse_option_string(o);
+  EXPECT_NE(s.find("allow_other"), std::string::npos);
+  EXPECT_NE(s.find("default_permissions"), std::string::npos);
+  EXPECT_NE(s.find("fsname=/b"), std::string::npos);
+  EXPECT_NE(s.find("subtype=sealfs"), std::string::npos);
+}
+
+TEST(MountOptionsTest, FsnameIsEscapedAndNotDuplicated) {
+  MountOptions o;
+  o.backing = "/a,b";
+  EXPECT_NE(fuse_option_string(o).find("fsname=/a\\,b"), std::string::npos);
+  ASSERT_TRUE(apply_option_list("fsname=cache,default_permissions", o));
+  const std::string s = fuse_option_string(o);
+  EXPECT_EQ(s.find("fsname=/a"), std::string::npos);
+  EXPECT_EQ(s.find("default_permissions"), s.rfind("default_permissions"));
+}
+
+TEST(MountOptionsTest, DebugOptionSetsDebugWithoutPassingIt) {
+  MountOptions o;
+  ASSERT_TRUE(apply_option_list("debug", o));
+  EXPECT_TRUE(o.debug);
+  EXPECT_TRUE(o.fuse_options.empty());
+}
+
+}  // namespace
+}  // namespace sealfs::fs

@@ -1,0 +1,161 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "fs/fuse/writer_tracking.hpp"
+
+namespace sealfs::fs {
+namespace {
+
+// A /proc/<tid>/stat line with the given flags (field 9) and exit code (field 52).
+std::string stat_line(const std::string& comm, unsigned long flags, int exit_code) {
+  std::string s = "1234 (" + comm + ") R 1 1234 1234 0 -1 " + std::to_string(flags);
+  for (int field = 10; field < 52; ++field) s += " 0";
+  s += " " + std::to_string(exit_code) + "\n";
+  return s;
+}
+
+TEST(CloserStateTest, ExitingWithSignalOrFailureIsAbandoned) {
+  EXPECT_EQ(closer_state_from_stat(stat_line("python3", 0x4, 9)), CloserState::abandoned);
+  EXPECT_EQ(closer_state_from_stat(stat_line("python3", 0x404044, 3 << 8)), CloserState::abandoned);
+}
+
+TEST(CloserStateTest, AliveOrCleanExitIsNormal) {
+  EXPECT_EQ(closer_state_from_stat(stat_line("cc", 0x400000, 0)), CloserState::normal);
+  EXPECT_EQ(closer_state_from_stat(stat_line("cc", 0x4, 0)), CloserState::normal);
+  EXPECT_EQ(closer_state_from_stat(stat_line("cc", 0x0, 9)), CloserState::normal);
+}
+
+TEST(CloserStateTest, CommWithSpacesAndParenthesesIsSkipped) {
+  EXPECT_EQ(closer_state_from_stat(stat_line("a) R 1 (b c", 0x4, 9)), CloserState::abandoned);
+}
+
+TEST(CloserStateTest, GarbageCountsAsNormal) {
+  EXPECT_EQ(closer_state_from_stat(""), CloserState::normal);
+  EXPECT_EQ(closer_state_from_stat("1 (x) R 1 2 3"), CloserState::normal);
+  EXPECT_EQ(closer_state_from_stat("no parenthesis at all"), CloserState::normal);
+  EXPECT_EQ(closer_state_from_stat("1 (x) R 1 1 1 0 -1 notanumber"), CloserState::normal);
+}
+
+TEST(CloserStateTest, ThisLiveProcessIsNormalAndMissingTaskIsNormal) {
+  EXPECT_EQ(closer_state_of(::getpid()), CloserState::normal);
+  EXPECT_EQ(closer_state_of(0), CloserState::normal);
+  EXPECT_EQ(closer_state_of(-1), CloserState::normal);
+}
+
+constexpr HandleEnd kWrote{true, false};
+constexpr HandleEnd kWroteAbandoned{true, true};
+constexpr HandleEnd kOpenedOnly{false, false};
+constexpr HandleEnd kOpenedOnlyAbandoned{false, true};
+constexpr HandleEnd kMadeOnlyAbandoned{false, true, true, true};  // its creator closed it normally
+constexpr HandleEnd kMadeByAKilledWriter{false, true, true, false};
+
+TEST(WriterTrackingTest, InProgressUntilTheSealAfterTheLastRelease) {
+  WriterTracking w;
+  EXPECT_FALSE(w.in_progress(1, 2));
+  w.opened(1, 2);
+  w.opened(1, 2);
+  EXPECT_TRUE(w.in_progress(1, 2));
+  EXPECT_FALSE(w.released(1, 2, kWrote).has_value());  // not the last
+  auto last = w.released(1, 2, kWrote);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(*last, LastClose::seal);
+  EXPECT_TRUE(w.in_progress(1, 2));  // still, while sealing
+  w.finished(1, 2);
+  EXPECT_FALSE(w.in_progress(1, 2));
+}
+
+TEST(WriterTrackingTest, OneAbandonedHandleThatChangedTheFileAbandonsIt) {
+  WriterTracking w;
+  w.opened(1, 2);
+  w.opened(1, 2);
+  EXPECT_FALSE(w.released(1, 2, kWroteAbandoned).has_value());
+  auto last = w.released(1, 2, kOpenedOnly);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(*last, LastClose::abandon);
+  w.finished(1, 2);
+  // The verdict does not stick to the next round of writers.
+  w.opened(1, 2);
+  auto next = w.released(1, 2, kWrote);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(*next, LastClose::seal);
+}
+
+// R10: `sh -c 'exec 3>>f; exit 1'` must leave f as it was.
+TEST(WriterTrackingTest, AnAbandonedHandleThatChangedNothingLeavesTheFileAlone) {
+  WriterTracking w;
+  w.opened(1, 2);
+  auto last = w.released(1, 2, kOpenedOnlyAbandoned);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(*last, LastClose::untouched);
+  w.finished(1, 2);
+  // Another handle's change is sealed, not abandoned, by an idle abandoned one.
+  w.opened(1, 2);
+  w.opened(1, 2);
+  EXPECT_FALSE(w.released(1, 2, kWrote).has_value());
+  auto mixed = w.released(1, 2, kOpenedOnlyAbandoned);
+  ASSERT_TRUE(mixed.has_value());
+  EXPECT_EQ(*mixed, LastClose::seal);
+}
+
+// stress-ng's flock stressor: a lock file created, never written, whose last
+// holder is SIGKILLed. Creating is no change to abandon: it is sealed empty.
+TEST(WriterTrackingTest, AFileOnlyCreatedByAnAbandonedHandleIsSealed) {
+  WriterTracking w;
+  w.opened(1, 2);
+  auto last = w.released(1, 2, kMadeOnlyAbandoned);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(*last, LastClose::seal);
+  w.finished(1, 2);
+  // R4: a writer killed after its create and before its first write (no
+  // normal close at all) leaves nothing visible.
+  w.opened(1, 2);
+  auto killed = w.released(1, 2, kMadeByAKilledWriter);
+  ASSERT_TRUE(killed.has_value());
+  EXPECT_EQ(*killed, LastClose::abandon);
+}
+
+TEST(WriterTrackingTest, UnknownReleaseAndCancelDoNothing) {
+  WriterTracking w;
+  EXPECT_FALSE(w.released(5, 6, kWrote).has_value());
+  w.opened(5, 6);
+  w.cancelled(5, 6);
+  EXPECT_FALSE(w.in_progress(5, 6));
+  EXPECT_FALSE(w.released(5, 6, kWrote).has_value());
+}
+
+TEST(WriterTrackingTest, AHoldWaitsForTheHoldOnTheSameFileOnly) {
+  WriterTracking w;
+  std::atomic<int> step{0};
+  auto seal = std::make_unique<WriterTracking::Hold>(w.hold(1, 2));
+  {
+    auto other = w.hold(1, 3);  // another file: no wait
+  }
+  std::thread setattr([&] {
+    auto gate = w.hold({{1, 3}, {1, 2}});
+    step = 2;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(step.load(), 0) << "a hold on a file being sealed went through";
+  step = 1;
+  seal.reset();
+  setattr.join();
+  EXPECT_EQ(step.load(), 2);
+  auto again = w.hold({{0, 0}, {1, 2}, {1, 2}});  // absent and repeated keys are fine
+}
+
+TEST(WriterTrackingTest, FilesAreKeptApart) {
+  WriterTracking w;
+  w.opened(1, 2);
+  EXPECT_TRUE(w.in_progress(1, 2));
+  EXPECT_FALSE(w.in_progress(1, 3));
+  EXPECT_FALSE(w.in_progress(2, 2));
+}
+
+}  // namespace
+}  // namespace sealfs::fs

@@ -1,0 +1,159 @@
+// Issue 12, items 4 and 5, on a real mount (label "hostile"): the
+// quarantine's byte cap counts allocated blocks, so one sparse abandoned
+// write no longer evicts the evidence quarantined before it; and a
+// quarantine the daemon cannot complete for want of descriptors (its
+// RLIMIT_NOFILE lowered with prlimit) leaves no empty slot behind.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+
+#include "tests/mount/mount_test_util.hpp"
+
+namespace sealfs::test {
+namespace {
+
+class HostileQuarantine : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SEALFS_REQUIRE_FUSE();
+    mount_ = std::make_unique<Mount>();
+    ASSERT_TRUE(mount_->ok()) << mount_->error();
+  }
+
+  // A writer (another process) creates name through the mount, writes data
+  // at offset, waits for `go` (when given) and exits 1 with the file still
+  // open: R4 abandons it into the quarantine. Returns its exit status.
+  int abandoned_write(const std::string& name, const std::string& data, off_t offset,
+                      const std::function<void()>& before_exit = {}) {
+    int ready[2];
+    int go[2];
+    if (::pipe2(ready, O_CLOEXEC) != 0 || ::pipe2(go, O_CLOEXEC) != 0) return -1;
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const int fd = ::open(mount_->m(name).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0 || ::pwrite(fd, data.data(), data.size(), offset) != static_cast<ssize_t>(data.size())) ::_exit(100);
+      char c = 'r';
+      (void)!::write(ready[1], &c, 1);
+      (void)!::read(go[0], &c, 1);
+      ::_exit(1);  // non-zero with the file open: abandoned
+    }
+    ::close(ready[1]);
+    ::close(go[0]);
+    char c = 0;
+    const bool started = ::read(ready[0], &c, 1) == 1;
+    ::close(ready[0]);
+    if (started && before_exit) before_exit();
+    (void)!::write(go[1], "g", 1);
+    ::close(go[1]);
+    int wstatus = 0;
+    ::waitpid(pid, &wstatus, 0);
+    return decode_wait_status(wstatus);
+  }
+
+  std::vector<std::string> slots() const {
+    std::vector<std::string> out;
+    for (const auto& n : list_dir(mount_->b(".sealfs/quarantine")))
+      if (n != "." && n != "..") out.push_back(n);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  std::string slot_path(const std::string& slot) const { return mount_->b(".sealfs/quarantine/" + slot); }
+  // The slot holding an object named name, if any.
+  std::optional<std::string> slot_of(const std::string& name) const {
+    for (const auto& s : slots())
+      if (lstat_errno(slot_path(s) + "/" + name) == 0) return s;
+    return std::nullopt;
+  }
+
+  std::unique_ptr<Mount> mount_;
+};
+
+// Issue 12, item 4. The default cap is 1 GiB; the sparse file is 4 GiB long
+// and holds one block. It used to evict both earlier slots.
+TEST_F(HostileQuarantine, SparseAbandonedWriteKeepsEarlierEvidence) {
+  for (const char* n : {"first", "second"}) {
+    ASSERT_EQ(abandoned_write(n, std::string("evidence of ") + n, 0), 1);
+    ASSERT_TRUE(eventually([&] { return slot_of(n).has_value(); })) << n << " was not quarantined\n"
+                                                                    << mount_->log();
+  }
+  constexpr off_t kFar = off_t{4} << 30;
+  ASSERT_EQ(abandoned_write("sparse", "x", kFar - 1), 1);
+  ASSERT_TRUE(eventually([&] { return slot_of("sparse").has_value(); })) << mount_->log();
+  struct stat st {};
+  ASSERT_EQ(::lstat((slot_path(*slot_of("sparse")) + "/sparse").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, kFar);
+  EXPECT_EQ(read_file(slot_path(slot_of("first").value_or("?")) + "/first"), "evidence of first") << mount_->log();
+  EXPECT_EQ(read_file(slot_path(slot_of("second").value_or("?")) + "/second"), "evidence of second");
+  EXPECT_EQ(slots().size(), 3u) << mount_->log();
+  EXPECT_EQ(mount_->log().find("quarantine: removed"), std::string::npos) << mount_->log();
+}
+
+// Lowers the daemon's soft RLIMIT_NOFILE (prlimit) so that exactly `free`
+// more descriptors fit below it; restores it when destroyed.
+class DaemonFdBudget {
+ public:
+  DaemonFdBudget(pid_t pid, int free) : pid_(pid) {
+    if (::prlimit(pid_, RLIMIT_NOFILE, nullptr, &saved_) != 0) return;
+    std::set<int> used;
+    for (const auto& n : list_dir("/proc/" + std::to_string(pid_) + "/fd"))
+      if (n != "." && n != "..") used.insert(std::atoi(n.c_str()));
+    rlim_t limit = 0;
+    for (int left = free;; ++limit) {
+      if (!used.count(static_cast<int>(limit))) {
+        if (left == 0) break;
+        --left;
+      }
+    }
+    struct rlimit lowered = saved_;
+    lowered.rlim_cur = limit;
+    ok_ = ::prlimit(pid_, RLIMIT_NOFILE, &lowered, nullptr) == 0;
+  }
+  ~DaemonFdBudget() { ::prlimit(pid_, RLIMIT_NOFILE, &saved_, nullptr); }
+  DaemonFdBudget(const DaemonFdBudget&) = delete;
+  DaemonFdBudget& operator=(const DaemonFdBudget&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  pid_t pid_;
+  struct rlimit saved_ {};
+  bool ok_ = false;
+};
+
+// Issue 12, item 5. Abandoned writes while the daemon has 0, 1, 2 … free
+// descriptors: every slot left in the quarantine holds its reason.json and
+// an object (empty slots used to be left after EMFILE), and the daemon
+// serves normally once its limit is back.
+TEST_F(HostileQuarantine, DescriptorExhaustionLeavesNoEmptySlot) {
+  for (int free = 0; free <= 8; ++free) {
+    const std::string name = "w" + std::to_string(free);
+    // Lowered only around the writer's exit and what follows it (FLUSH,
+    // RELEASE, the quarantine), once its file is open.
+    std::optional<DaemonFdBudget> budget;
+    ASSERT_EQ(abandoned_write(name, "abandoned " + name, 0, [&] { budget.emplace(mount_->daemon_pid(), free); }), 1);
+    ASSERT_TRUE(budget && budget->ok());
+    // Whatever the daemon managed, it has done once the name is gone from M
+    // or a moment has passed.
+    eventually([&] { return lstat_errno(mount_->m(name)) == ENOENT; }, std::chrono::milliseconds(500));
+    budget.reset();
+    for (const auto& s : slots()) {
+      EXPECT_EQ(lstat_errno(slot_path(s) + "/reason.json"), 0) << "with " << free << " free: " << s << "\n"
+                                                               << mount_->log();
+      EXPECT_GE(list_dir(slot_path(s)).size(), 4u)  // ".", "..", reason.json, the object
+          << "with " << free << " free: an empty slot " << s << "\n"
+          << mount_->log();
+    }
+  }
+  const std::string log = mount_->log();
+  std::size_t failures = 0;
+  for (std::size_t at = 0; (at = log.find("cannot quarantine", at)) != std::string::npos; ++at) ++failures;
+  std::printf("9 abandoned writes: %zu slots, %zu quarantines failed\n", slots().size(), failures);
+  write_file(mount_->m("after"), "served");
+  EXPECT_EQ(read_file(mount_->m("after")), "served");
+}
+
+}  // namespace
+}  // namespace sealfs::test

@@ -1,0 +1,188 @@
+// R4: files written in place through the mount: visible while open, sealed
+// at the last close; abandoned (hidden, quarantined) when the writer dies
+// by a signal or exits non-zero with the file open.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+
+#include "core/base/digest.hpp"
+#include "core/manifest/manifest.hpp"
+#include "tests/mount/mount_test_util.hpp"
+
+namespace sealfs::test {
+namespace {
+
+class InPlace : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SEALFS_REQUIRE_FUSE();
+    mount_ = std::make_unique<Mount>();
+    ASSERT_TRUE(mount_->ok()) << mount_->error();
+  }
+
+  // Fork a writer that creates name, writes data, tells us, then ends as
+  // `how` says with the file still open. Returns its decoded exit status.
+  int writer_that_dies(const std::string& name, const std::string& data, int how) {
+    int ready[2];
+    if (::pipe2(ready, O_CLOEXEC) != 0) return -1;
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(ready[0]);
+      const int fd = ::open(mount_->m(name).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0 || ::write(fd, data.data(), data.size()) != static_cast<ssize_t>(data.size())) ::_exit(100);
+      char c = 'r';
+      (void)!::write(ready[1], &c, 1);
+      if (how > 0) ::_exit(how);  // exits non-zero; the kernel closes the file
+      ::pause();                  // SIGKILLed here
+      ::_exit(101);
+    }
+    ::close(ready[1]);
+    char c = 0;
+    const bool started = ::read(ready[0], &c, 1) == 1;
+    ::close(ready[0]);
+    if (started && how == 0) {
+      // While the writer lives the file is in progress, hence visible.
+      EXPECT_EQ(lstat_errno(mount_->m(name)), 0);
+      ::kill(pid, SIGKILL);
+    }
+    int wstatus = 0;
+    ::waitpid(pid, &wstatus, 0);
+    return decode_wait_status(wstatus);
+  }
+
+  bool quarantine_holds(const std::string& data) const {
+    const auto files = quarantined_files(*mount_);
+    return std::any_of(files.begin(), files.end(), [&](const std::string& rel) {
+      return read_file(mount_->b(".sealfs/quarantine/" + rel)) == data;
+    });
+  }
+
+  std::unique_ptr<Mount> mount_;
+};
+
+TEST_F(InPlace, WriteIsVisibleAfterCloseAndSealed) {
+  write_file(mount_->m("f"), "hello");
+  EXPECT_EQ(read_file(mount_->m("f")), "hello");
+  ASSERT_TRUE(eventually([&] { return lstat_errno(mount_->b(".sealfs-manifest.f")) == 0; }))
+      << "no sidecar after the last close";
+  auto manifest = parse_manifest(read_file(mount_->b(".sealfs-manifest.f")).value_or(""));
+  ASSERT_TRUE(manifest) << manifest.error().message;
+  EXPECT_EQ(manifest->files.at("f").size, 5u);
+  EXPECT_EQ(manifest->files.at("f").sha256, sha256_of("hello"));
+  EXPECT_EQ(read_file(mount_->m("f")), "hello");
+  // Rewritten in place: re-sealed with the new content.
+  write_file(mount_->m("f"), "hello, again");
+  ASSERT_TRUE(eventually([&] {
+    auto again = parse_manifest(read_file(mount_->b(".sealfs-manifest.f")).value_or(""));
+    return again && again->files.count("f") && again->files.at("f").size == 12u;
+  }));
+  EXPECT_EQ(read_file(mount_->m("f")), "hello, again");
+}
+
+TEST_F(InPlace, SigkilledWriterLeavesNothingVisibleAndTheFileQuarantined) {
+  const std::string data = "half-written by a killed writer";
+  EXPECT_EQ(writer_that_dies("killed", data, 0), 128 + SIGKILL);
+  EXPECT_TRUE(eventually([&] { return lstat_errno(mount_->m("killed")) == ENOENT; }));
+  EXPECT_FALSE(list_dir(mount_->mountpoint()).count("killed"));
+  EXPECT_TRUE(eventually([&] { return quarantine_holds(data); })) << "not in quarantine";
+  EXPECT_EQ(lstat_errno(mount_->b(".sealfs-manifest.killed")), ENOENT);
+  // The name is free again for the next writer.
+  write_file(mount_->m("killed"), "whole");
+  EXPECT_EQ(read_file(mount_->m("killed")), "whole");
+}
+
+TEST_F(InPlace, WriterExitingNonZeroLeavesNothingVisibleAndTheFileQuarantined) {
+  const std::string data = "written by a failing writer";
+  EXPECT_EQ(writer_that_dies("failed", data, 3), 3);
+  EXPECT_TRUE(eventually([&] { return lstat_errno(mount_->m("failed")) == ENOENT; }));
+  EXPECT_TRUE(eventually([&] { return quarantine_holds(data); })) << "not in quarantine";
+}
+
+TEST_F(InPlace, WriterExitingZeroWithTheFileOpenSeals) {
+  int ready[2];
+  ASSERT_EQ(::pipe2(ready, O_CLOEXEC), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int fd = ::open(mount_->m("ok").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || ::write(fd, "fine", 4) != 4) ::_exit(100);
+    ::_exit(0);  // closes the file as it exits, normally
+  }
+  ::close(ready[0]);
+  ::close(ready[1]);
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
+  ASSERT_EQ(decode_wait_status(wstatus), 0);
+  EXPECT_TRUE(eventually([&] { return lstat_errno(mount_->b(".sealfs-manifest.ok")) == 0; }));
+  EXPECT_EQ(read_file(mount_->m("ok")), "fine");
+}
+
+TEST_F(InPlace, TruncateByPathReseals) {
+  write_file(mount_->m("t"), "0123456789");
+  ASSERT_TRUE(eventually([&] { return lstat_errno(mount_->b(".sealfs-manifest.t")) == 0; }));
+  ASSERT_EQ(::truncate(mount_->m("t").c_str(), 4), 0) << std::strerror(errno);
+  EXPECT_EQ(read_file(mount_->m("t")), "0123");
+  auto manifest = parse_manifest(read_file(mount_->b(".sealfs-manifest.t")).value_or(""));
+  ASSERT_TRUE(manifest) << manifest.error().message;
+  EXPECT_EQ(manifest->files.at("t").size, 4u);
+}
+
+TEST_F(InPlace, ModeOwnerAndTimesDoNotUnseal) {
+  write_file(mount_->m("a"), "attrs");
+  ASSERT_TRUE(eventually([&] { return lstat_errno(mount_->b(".sealfs-manifest.a")) == 0; }));
+  ASSERT_EQ(::chmod(mount_->m("a").c_str(), 0600), 0) << std::strerror(errno);
+  ASSERT_EQ(::chown(mount_->m("a").c_str(), 65534, 65534), 0) << std::strerror(errno);
+  struct timespec times[2] = {{1000, 0}, {2000, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, mount_->m("a").c_str(), times, 0), 0) << std::strerror(errno);
+  struct stat st {};
+  ASSERT_EQ(::stat(mount_->m("a").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(st.st_uid, 65534u);
+  EXPECT_EQ(st.st_mtim.tv_sec, 2000);
+  EXPECT_EQ(read_file(mount_->m("a")), "attrs");
+  EXPECT_EQ(lstat_errno(mount_->b(".sealfs-manifest.a")), 0);
+}
+
+// A file listed in a directory entry, rewritten in place: while it is open
+// (and until the seal after its last close) it is no evidence against its
+// entry. Once the kernel's names and the entry's verdict have expired, a
+// lookup of the entry or an open of a sibling judges the entry again; that
+// must not hide or quarantine it (R4: visible as it was while open).
+TEST(InPlaceEntry, RewritingAListedFileKeepsItsEntryVisibleUntilItsSeal) {
+  SEALFS_REQUIRE_FUSE();
+  TempDir dir("sealfs-inplace-entry");
+  make_dirs(dir / "B/c");
+  make_dirs(dir / "B/tmp");
+  Mount mount(MountConfig::with({"profile=tilelang,cache_timeout=0.1"}).backed_by(dir / "B"));
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  const std::string old_data(5000, 'o'), other(4000, 't'), new_data(3000, 'n');
+  make_dirs(mount.m("tmp/s"));
+  write_file(mount.m("tmp/s/data.bin"), old_data);
+  write_file(mount.m("tmp/s/other.bin"), other);
+  ASSERT_EQ(err_of(::rename(mount.m("tmp/s").c_str(), mount.m("c/e").c_str())), 0) << std::strerror(errno);
+
+  const int fd = ::open(mount.m("c/e/data.bin").c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ASSERT_EQ(::write(fd, new_data.data(), new_data.size()), static_cast<ssize_t>(new_data.size()));
+  ::usleep(300 * 1000);  // past cache_timeout: the kernel asks again, the verdict is stale
+  EXPECT_EQ(lstat_errno(mount.m("c/e")), 0) << "the entry was hidden while a listed file was written";
+  EXPECT_EQ(read_file(mount.m("c/e/other.bin")), other);
+  EXPECT_EQ(read_file(mount.m("c/e/data.bin")), new_data);
+  EXPECT_EQ(list_dir(mount.m("c/e")), (std::set<std::string>{".", "..", "data.bin", "other.bin"}));
+  EXPECT_EQ(quarantined_files(mount), std::vector<std::string>{});
+  ASSERT_EQ(::close(fd), 0);
+
+  EXPECT_TRUE(eventually([&] {
+    auto m = parse_manifest(read_file(mount.b("c/e/.sealfs-manifest")).value_or(""));
+    return m && m->files.count("data.bin") && m->files.at("data.bin").size == new_data.size();
+  })) << "not sealed at its close";
+  ::usleep(300 * 1000);
+  EXPECT_EQ(read_file(mount.m("c/e/data.bin")), new_data);
+  EXPECT_EQ(read_file(mount.m("c/e/other.bin")), other);
+  EXPECT_EQ(quarantined_files(mount), std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace sealfs::test

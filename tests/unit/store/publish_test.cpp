@@ -1,0 +1,412 @@
+// R1/R6/R10 publish transactions: directory and file entries, replace,
+// POSIX refusals, validator rejection, amend, link, and a crash at every step
+// of every transaction (fault hook) followed by a fresh Store over the same B.
+#include "core/store/publish.hpp"
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "core/base/digest.hpp"
+#include "core/manifest/manifest_file.hpp"
+#include "tests/support/store_fixture.hpp"
+
+namespace sealfs::test {
+namespace {
+
+using Snapshot = std::map<std::string, std::string>;
+
+class PublishTest : public StoreFixture {
+ public:
+  void SetUp() override {
+    StoreFixture::SetUp();
+    UniqueFd root = dir("");
+    ASSERT_TRUE(store().mkdir(root.get(), "c", 0755).ok());
+  }
+  Manifest manifest_of(const std::string& dir_rel, const std::string& name = ".sealfs-manifest") {
+    UniqueFd d = dir(dir_rel);
+    auto m = read_manifest_at(d.get(), name);
+    EXPECT_TRUE(m.ok()) << dir_rel << "/" << name;
+    return m ? m->manifest : Manifest{};
+  }
+  void publish_file(const std::string& to, const std::string& content) {
+    write_file(B("tmp/f.part"), content);
+    Status s = rename("tmp/f.part", to);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+  }
+};
+
+TEST_F(PublishTest, DirectoryPublishSealsAndMovesAtomically) {
+  stage("tmp/s", {{"a.so", "aaaa"}, {"b.src", "bb"}, {"sub/c", "c"}});
+  ASSERT_TRUE(rename("tmp/s", "c/k").ok());
+  EXPECT_FALSE(exists_nofollow(B("tmp/s")));
+  Manifest m = manifest_of("c/k");
+  ASSERT_EQ(m.files.size(), 3u);
+  EXPECT_EQ(m.files.at("a.so"), (FileRecord{4, sha256_of("aaaa"), std::nullopt}));
+  EXPECT_EQ(m.files.at("b.src"), (FileRecord{2, std::nullopt, std::nullopt}));
+  EXPECT_EQ(m.files.at("sub/c").sha256, sha256_of("c"));
+  EXPECT_EQ(snapshot("c"), (Snapshot{{"c/k", "<dir>"},
+                                     {"c/k/a.so", "aaaa"},
+                                     {"c/k/b.src", "bb"},
+                                     {"c/k/sub", "<dir>"},
+                                     {"c/k/sub/c", "c"}}));
+  EXPECT_EQ(store().metrics().publishes.load(), 1u);
+}
+
+TEST_F(PublishTest, DurableDirectoryPublishRunsTheFsyncPath) {
+  options().durability = Durability::fsync;
+  open_store();
+  stage("tmp/s", {{"a", "a"}});
+  std::vector<std::string> steps;
+  options().fault_hook = [&](std::string_view step) {
+    if (step != seal_steps::kHashing) steps.emplace_back(step);  // a pause point, not a step
+    return false;
+  };
+  open_store();
+  ASSERT_TRUE(rename("tmp/s", "c/k").ok());
+  EXPECT_EQ(steps, (std::vector<std::string>{"files_synced", "validated", "manifest_written", "dst_cleared",
+                                             "renamed", "dir_synced"}));
+  EXPECT_EQ(read_visible("c/k/a"), "a");
+}
+
+TEST_F(PublishTest, ValidatorRejectionPublishesNothing) {
+  stage("tmp/s", {{"ok.so", "fine"}, {"bad.so", "SEALFS-TEST-REJECT and more"}});
+  Status s = rename("tmp/s", "c/k");
+  EXPECT_EQ(s.code(), EBADMSG);
+  EXPECT_FALSE(exists_nofollow(B("c/k")));
+  EXPECT_TRUE(exists_nofollow(B("tmp/s/bad.so")));
+  EXPECT_FALSE(exists_nofollow(B("tmp/s/.sealfs-manifest")));
+  EXPECT_EQ(store().metrics().rejected.load(), 1u);
+  write_file(B("tmp/f"), "SEALFS-TEST-REJECT");
+  EXPECT_EQ(rename("tmp/f", "c/f").code(), EBADMSG);
+  EXPECT_FALSE(exists_nofollow(B("c/f")));
+  EXPECT_FALSE(exists_nofollow(B("c/.sealfs-manifest.f")));
+}
+
+TEST_F(PublishTest, PosixRefusalsOnVisibleDestinations) {
+  stage("tmp/one", {{"a", "1"}});
+  ASSERT_TRUE(rename("tmp/one", "c/k").ok());
+  stage("tmp/two", {{"a", "2"}});
+  EXPECT_EQ(rename("tmp/two", "c/k").code(), ENOTEMPTY);
+  EXPECT_EQ(rename("tmp/two", "c/k", RENAME_NOREPLACE).code(), EEXIST);
+  EXPECT_EQ(rename("tmp/two", "c/k", RENAME_EXCHANGE).code(), EINVAL);
+  EXPECT_EQ(read_visible("c/k/a"), "1");
+  // Both sides volatile: exchange is a plain exchange.
+  stage("tmp/x", {{"q", "x"}});
+  EXPECT_TRUE(rename("tmp/two", "tmp/x", RENAME_EXCHANGE).ok());
+  EXPECT_EQ(slurp(B("tmp/x/a")), "2");
+  // Onto a visible empty directory: replaces it.
+  UniqueFd c = dir("c");
+  ASSERT_TRUE(store().mkdir(c.get(), "empty", 0755).ok());
+  EXPECT_TRUE(rename("tmp/x", "c/empty").ok());
+  EXPECT_EQ(read_visible("c/empty/a"), "2");
+  // A file onto a directory and the reverse.
+  write_file(B("tmp/f"), "f");
+  EXPECT_EQ(rename("tmp/f", "c/k").code(), EISDIR);
+  publish_file("c/file", "data");
+  stage("tmp/d", {{"a", "a"}});
+  EXPECT_EQ(rename("tmp/d", "c/file").code(), ENOTDIR);
+  EXPECT_EQ(rename("tmp/missing", "c/m").code(), ENOENT);
+}
+
+TEST_F(PublishTest, FilePublishWritesSidecarAndReplaceIsAtomic) {
+  publish_file("c/f", "old contents");
+  Manifest first = manifest_of("c", ".sealfs-manifest.f");
+  EXPECT_EQ(first.files.at("f").sha256, sha256_of("old contents"));
+  EXPECT_TRUE(first.accept.empty());
+  // R6: during the swap the sidecar accepts both versions.
+  bool seen_accept = false;
+  options().fault_hook = [&](std::string_view step) {
+    if (step == "renamed") {
+      UniqueFd c = dir("c");
+      auto m = read_manifest_at(c.get(), ".sealfs-manifest.f");
+      seen_accept = m.ok() && m->manifest.accept.count("f") == 1 &&
+                    m->manifest.accept.at("f").sha256 == sha256_of("old contents") &&
+                    m->manifest.files.at("f").sha256 == sha256_of("new");
+    }
+    return false;
+  };
+  open_store();
+  publish_file("c/f", "new");
+  EXPECT_TRUE(seen_accept);
+  Manifest last = manifest_of("c", ".sealfs-manifest.f");
+  EXPECT_TRUE(last.accept.empty());
+  EXPECT_EQ(last.files.at("f").sha256, sha256_of("new"));
+  EXPECT_EQ(read_visible("c/f"), "new");
+  write_file(B("tmp/g"), "g");
+  EXPECT_EQ(rename("tmp/g", "c/f", RENAME_NOREPLACE).code(), EEXIST);
+}
+
+// The daemon sends invalidations from a thread of its own, and the kernel's
+// reverse invalidation of a name waits for its directory's lock, which the
+// kernel holds until the request being handled is answered. A transaction's
+// invalidations are therefore posted only when it ends: a daemon that died
+// at a later step of it would otherwise keep that thread blocked, could not
+// finish exiting, and the request would hang (found by the mount crash test
+// FileEntryCrash ReplaceFromTmp_source_cleaned).
+TEST_F(PublishTest, InvalidationsArePostedWhenTheTransactionEnds) {
+  publish_file("c/f", "old contents");
+  std::size_t at_start = 0;
+  std::vector<std::string> posted_early;  // steps reached after an invalidation was posted
+  options().fault_hook = [&](std::string_view step) {
+    if (invalidation_count() != at_start) posted_early.emplace_back(step);
+    return false;
+  };
+  open_store();
+  at_start = invalidation_count();
+  publish_file("c/f", "new");  // replaces a visible file entry: its old inode is invalidated
+  EXPECT_EQ(invalidation_count(), at_start + 1);
+  // Onto a hidden (foreign) file: quarantined first (R5), which invalidates it.
+  write_file(B("c/x"), "foreign");
+  ASSERT_EQ(lookup_errno("c/x"), ENOENT);
+  at_start = invalidation_count();
+  publish_file("c/x", "x");
+  EXPECT_EQ(invalidation_count(), at_start + 1);
+  EXPECT_EQ(posted_early, std::vector<std::string>{});
+}
+
+TEST_F(PublishTest, MovingFileEntriesCarriesTheirSeal) {
+  publish_file("c/f", "content");
+  UniqueFd root = dir("");
+  ASSERT_TRUE(store().mkdir(root.get(), "d", 0755).ok());
+  ASSERT_TRUE(rename("c/f", "d/g").ok());
+  EXPECT_EQ(read_visible("d/g"), "content");
+  EXPECT_FALSE(exists_nofollow(B("c/.sealfs-manifest.f")));
+  EXPECT_EQ(lookup_errno("c/f"), ENOENT);
+  // Out to a volatile area: plain move, the sidecar goes away.
+  ASSERT_TRUE(rename("d/g", "tmp/g").ok());
+  EXPECT_FALSE(exists_nofollow(B("d/.sealfs-manifest.g")));
+  EXPECT_EQ(slurp(B("tmp/g")), "content");
+}
+
+TEST_F(PublishTest, RenameIntoAnEntryAmendsItsManifest) {
+  stage("tmp/s", {{"a", "a"}});
+  ASSERT_TRUE(rename("tmp/s", "c/k").ok());
+  write_file(B("tmp/n"), "new file");
+  ASSERT_TRUE(rename("tmp/n", "c/k/n").ok());
+  EXPECT_EQ(manifest_of("c/k").files.at("n").sha256, sha256_of("new file"));
+  EXPECT_EQ(read_visible("c/k/n"), "new file");
+  stage("tmp/d", {{"x", "x"}, {"y/z", "z"}});
+  ASSERT_TRUE(rename("tmp/d", "c/k/d").ok());
+  Manifest m = manifest_of("c/k");
+  EXPECT_EQ(m.files.count("d/x"), 1u);
+  EXPECT_EQ(m.files.count("d/y/z"), 1u);
+  EXPECT_EQ(read_visible("c/k/d/y/z"), "z");
+  // Replacing a listed file inside the entry.
+  write_file(B("tmp/n2"), "replacement");
+  ASSERT_TRUE(rename("tmp/n2", "c/k/n").ok());
+  EXPECT_EQ(read_visible("c/k/n"), "replacement");
+  EXPECT_TRUE(manifest_of("c/k").accept.empty());
+  // Moving a file out of the entry unlists it there.
+  ASSERT_TRUE(rename("c/k/a", "c/a").ok());
+  EXPECT_EQ(manifest_of("c/k").files.count("a"), 0u);
+  EXPECT_EQ(read_visible("c/a"), "a");
+  EXPECT_TRUE(visible("c/k"));
+  // And a directory out of it becomes an entry of its own.
+  ASSERT_TRUE(rename("c/k/d", "c/d").ok());
+  EXPECT_EQ(lookup("c/d")->kind, ObjectKind::entry_root);
+  EXPECT_EQ(manifest_of("c/k").files.count("d/x"), 0u);
+  EXPECT_EQ(read_visible("c/d/x"), "x");
+}
+
+TEST_F(PublishTest, LinkPublishesLeavingTheSourceInPlace) {
+  write_file(B("tmp/obj"), "linked");
+  auto src = lookup("tmp/obj");
+  ASSERT_TRUE(src.ok());
+  UniqueFd c = dir("c");
+  auto l = store().link(src->fd.get(), c.get(), "obj");
+  ASSERT_TRUE(l.ok()) << l.error().message;
+  EXPECT_EQ(l->kind, ObjectKind::sealed_file);
+  EXPECT_TRUE(exists_nofollow(B("tmp/obj")));
+  EXPECT_EQ(read_visible("c/obj"), "linked");
+  EXPECT_EQ(store().link(src->fd.get(), c.get(), "obj").code(), EEXIST);
+  EXPECT_EQ(store().link(src->fd.get(), c.get(), ".sealfs-x").code(), EPERM);
+  auto cdir = lookup("c");
+  UniqueFd root = dir("");
+  EXPECT_EQ(store().link(cdir->fd.get(), root.get(), "c2").code(), EPERM);
+  write_file(B("tmp/bad"), "SEALFS-TEST-REJECT");
+  auto bad = lookup("tmp/bad");
+  EXPECT_EQ(store().link(bad->fd.get(), c.get(), "bad").code(), EBADMSG);
+  EXPECT_FALSE(exists_nofollow(B("c/bad")));
+}
+
+
+TEST_F(PublishTest, TreesDeeperThanTheBoundAreRefusedWithEloop) {
+  std::string rel = "tmp/deep";
+  for (int i = 0; i < kMaxTreeDepth + 5; ++i) rel += "/d";
+  make_dirs(B(rel));
+  write_file(B(rel + "/leaf"), "x");
+  EXPECT_EQ(rename("tmp/deep", "c/deep").code(), ELOOP);
+  EXPECT_FALSE(exists_nofollow(B("c/deep")));
+}
+
+TEST_F(PublishTest, SymlinksAndSpecialFilesInAPublishedTree) {
+  stage("tmp/s", {{"a", "a"}});
+  ASSERT_EQ(::symlink("a", B("tmp/s/link.src").c_str()), 0);  // size-only: may be a symlink
+  ASSERT_EQ(::mkfifo(B("tmp/s/pipe").c_str(), 0644), 0);
+  ASSERT_TRUE(rename("tmp/s", "c/k").ok());
+  Manifest m = manifest_of("c/k");
+  EXPECT_EQ(m.files.at("link.src").symlink, "a");
+  EXPECT_EQ(m.files.count("pipe"), 0u);  // never sealed, shown as it is
+  EXPECT_EQ(lookup("c/k/pipe")->kind, ObjectKind::special);
+  EXPECT_EQ(lookup("c/k/link.src")->kind, ObjectKind::file_in_entry);
+}
+
+// ---- crash at every step -----------------------------------------------
+
+struct Transaction {
+  std::string name;
+  std::function<void(PublishTest&)> setup;   // the old state
+  std::function<Status(PublishTest&)> run;   // the transaction
+};
+
+class CrashTest : public PublishTest, public ::testing::WithParamInterface<std::tuple<int, std::string>> {};
+
+// A second, independent B for computing the expected new state.
+struct ScratchStore : PublishTest {
+  void TestBody() override {}
+};
+
+std::vector<Transaction> transactions() {
+  std::vector<Transaction> t;
+  t.push_back({"dir_publish",
+               [](PublishTest& f) { f.stage("tmp/s", {{"a.so", "aaaa"}, {"b.src", "bb"}, {"sub/c", "c"}}); },
+               [](PublishTest& f) { return f.rename("tmp/s", "c/k"); }});
+  t.push_back({"dir_publish_over_hidden",
+               [](PublishTest& f) {
+                 make_dirs(f.B("c/k"));
+                 write_file(f.B("c/k/a.so"), "foreign");
+                 f.stage("tmp/s", {{"a.so", "aaaa"}});
+               },
+               [](PublishTest& f) { return f.rename("tmp/s", "c/k"); }});
+  t.push_back({"file_publish", [](PublishTest& f) { write_file(f.B("tmp/f"), "file"); },
+               [](PublishTest& f) { return f.rename("tmp/f", "c/f"); }});
+  t.push_back({"file_replace",
+               [](PublishTest& f) {
+                 write_file(f.B("tmp/f"), "old");
+                 ASSERT_TRUE(f.rename("tmp/f", "c/f").ok());
+                 write_file(f.B("tmp/f"), "new!");
+               },
+               [](PublishTest& f) { return f.rename("tmp/f", "c/f"); }});
+  t.push_back({"amend",
+               [](PublishTest& f) {
+                 f.stage("tmp/s", {{"a", "a"}});
+                 ASSERT_TRUE(f.rename("tmp/s", "c/k").ok());
+                 write_file(f.B("tmp/n"), "added");
+               },
+               [](PublishTest& f) { return f.rename("tmp/n", "c/k/n"); }});
+  t.push_back({"amend_replace",
+               [](PublishTest& f) {
+                 f.stage("tmp/s", {{"a", "a"}, {"n", "old"}});
+                 ASSERT_TRUE(f.rename("tmp/s", "c/k").ok());
+                 write_file(f.B("tmp/n"), "new!");
+               },
+               [](PublishTest& f) { return f.rename("tmp/n", "c/k/n"); }});
+  t.push_back({"unlink_in_entry",
+               [](PublishTest& f) {
+                 f.stage("tmp/s", {{"a", "a"}, {"b", "b"}});
+                 ASSERT_TRUE(f.rename("tmp/s", "c/k").ok());
+               },
+               [](PublishTest& f) {
+                 UniqueFd k = f.dir("c/k");
+                 return f.store().unlink(k.get(), "a");
+               }});
+  t.push_back({"seal_new_file",
+               [](PublishTest&) {},
+               [](PublishTest& f) {
+                 UniqueFd c = f.dir("c");
+                 auto cr = f.store().create(c.get(), "w", 0644, O_WRONLY);
+                 if (!cr) return Status(cr.error());
+                 if (::write(cr->open_fd.get(), "written", 7) != 7) return Status(errno_error("write"));
+                 return f.store().seal(cr->found.fd.get());
+               }});
+  t.push_back({"seal_into_entry",
+               [](PublishTest& f) {
+                 f.stage("tmp/s", {{"a", "a"}});
+                 ASSERT_TRUE(f.rename("tmp/s", "c/k").ok());
+               },
+               [](PublishTest& f) {
+                 UniqueFd k = f.dir("c/k");
+                 auto cr = f.store().create(k.get(), "w", 0644, O_WRONLY);
+                 if (!cr) return Status(cr.error());
+                 if (::write(cr->open_fd.get(), "written", 7) != 7) return Status(errno_error("write"));
+                 return f.store().seal(cr->found.fd.get());
+               }});
+  t.push_back({"link_publish", [](PublishTest& f) { write_file(f.B("tmp/l"), "linked"); },
+               [](PublishTest& f) {
+                 auto src = f.lookup("tmp/l");
+                 if (!src) return Status(src.error());
+                 UniqueFd c = f.dir("c");
+                 auto r = f.store().link(src->fd.get(), c.get(), "l");
+                 return r ? Status{} : Status(r.error());
+               }});
+  return t;
+}
+
+std::vector<std::string> all_steps() {
+  std::vector<std::string> s;
+  for (auto step : publish_steps::kAll) s.emplace_back(step);
+  s.emplace_back("digested");
+  s.emplace_back("unlinked");
+  return s;
+}
+
+TEST_P(CrashTest, OldStateOrCompleteNewStateAfterRestart) {
+  const auto [index, step] = GetParam();
+  const Transaction tx = transactions()[static_cast<std::size_t>(index)];
+  // The new state: run the whole transaction once in a scratch copy.
+  Snapshot expected_new;
+  {
+    ScratchStore scratch;
+    scratch.SetUp();
+    tx.setup(scratch);
+    ASSERT_TRUE(tx.run(scratch).ok()) << tx.name;
+    scratch.clear_writers();
+    scratch.open_store();
+    expected_new = scratch.snapshot();
+  }
+  tx.setup(*this);
+  const Snapshot expected_old = snapshot();
+  ASSERT_NE(expected_old, expected_new) << tx.name;
+  bool stopped = false;
+  options().fault_hook = [&](std::string_view at) {
+    if (at != step || stopped) return false;
+    stopped = true;
+    return true;
+  };
+  open_store();
+  Status s = tx.run(*this);
+  if (stopped) {
+    EXPECT_EQ(s.code(), ECANCELED) << tx.name << " at " << step;
+  } else {
+    EXPECT_TRUE(s.ok()) << tx.name << ": " << (s.ok() ? "" : s.error().message);
+  }
+  // "Restart": no writers (the daemon died), no hook, fresh caches.
+  clear_writers();
+  options().fault_hook = nullptr;
+  open_store();
+  const Snapshot after = snapshot();
+  EXPECT_TRUE(after == expected_old || after == expected_new)
+      << tx.name << " stopped at " << step << (stopped ? "" : " (not reached)");
+  auto report = store().fsck(false);
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->invalid, 0u) << tx.name << " at " << step << ": "
+                                 << (report->problems.empty() ? "" : report->problems.front());
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryStep, CrashTest,
+                         ::testing::Combine(::testing::Range(0, static_cast<int>(transactions().size())),
+                                            ::testing::ValuesIn(all_steps())),
+                         [](const auto& param_info) {
+                           return transactions()[static_cast<std::size_t>(std::get<0>(param_info.param))].name + "_" +
+                                  std::get<1>(param_info.param);
+                         });
+
+}  // namespace
+}  // namespace sealfs::test

@@ -1,0 +1,817 @@
+// Store: opening B, visibility rules (R2, R3, R4, R7, R10), creation and
+// removal (R5), open-time verification (R8), escapes, fsck/adopt.
+#include "core/store/store.hpp"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "core/base/digest.hpp"
+#include "core/manifest/manifest.hpp"
+#include "core/manifest/manifest_file.hpp"
+#include "tests/support/store_fixture.hpp"
+
+namespace sealfs::test {
+namespace {
+
+class StoreTest : public StoreFixture {
+ protected:
+  // Publishes tmp/<name> with files into c/<name> (c made as a container).
+  void publish_entry(const std::string& name, const std::map<std::string, std::string>& files) {
+    if (!exists_nofollow(B("c"))) {
+      UniqueFd root = dir("");
+      ASSERT_TRUE(store().mkdir(root.get(), "c", 0755).ok());
+    }
+    stage("tmp/" + name, files);
+    Status s = rename("tmp/" + name, "c/" + name);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+  }
+  std::size_t quarantine_slots() {
+    auto d = dir(".sealfs/quarantine");
+    auto names = read_dir(d.get());
+    return names ? names->size() : 0;
+  }
+};
+
+TEST_F(StoreTest, OpenCreatesPrivateQuarantine) {
+  struct stat st {};
+  ASSERT_EQ(::lstat(B(".sealfs/quarantine").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  auto root = store().root();
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(root->kind, ObjectKind::root);
+}
+
+TEST_F(StoreTest, OpenRefusesMissingSymlinkedAndUnknownValidator) {
+  EXPECT_EQ(Store::open_backing(B("missing"), test_profile(), {}).code(), ENOENT);
+  ASSERT_EQ(::symlink(B().c_str(), B("tmp/link").c_str()), 0);
+  EXPECT_EQ(Store::open_backing(B("tmp/link"), test_profile(), {}).code(), ENOTDIR);
+  Profile p = test_profile();
+  p.validators.push_back({"**/*.so", "no-such-validator"});
+  EXPECT_EQ(Store::open_backing(B(), p, {}).code(), EINVAL);
+}
+
+TEST_F(StoreTest, NamesAreSingleComponents) {
+  UniqueFd root = dir("");
+  for (std::string_view bad : {"", ".", "..", "a/b", "/etc/passwd"}) {
+    EXPECT_EQ(store().lookup(root.get(), bad).code(), EINVAL) << bad;
+    EXPECT_EQ(store().create(root.get(), bad, 0644, O_WRONLY).code(), EINVAL) << bad;
+    EXPECT_EQ(store().mkdir(root.get(), bad, 0755).code(), EINVAL) << bad;
+    EXPECT_EQ(store().unlink(root.get(), bad).code(), EINVAL) << bad;
+    EXPECT_EQ(store().rmdir(root.get(), bad).code(), EINVAL) << bad;
+    EXPECT_EQ(store().rename(root.get(), bad, root.get(), "x", 0).code(), EINVAL) << bad;
+    EXPECT_EQ(store().rename(root.get(), "tmp", root.get(), bad, 0).code(), EINVAL) << bad;
+  }
+  EXPECT_TRUE(is_reserved_name(".sealfs-anything"));
+  EXPECT_FALSE(is_reserved_name("sealfs"));
+}
+
+TEST_F(StoreTest, ReservedNamesAreInvisibleAndCannotBeCreated) {
+  UniqueFd root = dir("");
+  EXPECT_EQ(store().lookup(root.get(), ".sealfs").code(), ENOENT);
+  EXPECT_EQ(listed("").count(".sealfs"), 0u);
+  EXPECT_EQ(store().create(root.get(), ".sealfs-x", 0644, O_WRONLY).code(), EPERM);
+  EXPECT_EQ(store().mkdir(root.get(), ".sealfs2", 0755).code(), EPERM);
+  EXPECT_EQ(store().symlink(root.get(), ".sealfs-l", "x").code(), EPERM);
+  EXPECT_EQ(store().mknod(root.get(), ".sealfs-f", S_IFIFO | 0644, 0).code(), EPERM);
+  EXPECT_EQ(store().rename(root.get(), "tmp", root.get(), ".sealfs-t", 0).code(), EPERM);
+  EXPECT_EQ(store().rename(root.get(), ".sealfs", root.get(), "stolen", 0).code(), ENOENT);
+  EXPECT_EQ(store().unlink(root.get(), ".sealfs").code(), ENOENT);
+  EXPECT_TRUE(exists_nofollow(B(".sealfs/quarantine")));
+  EXPECT_GE(store().metrics().hidden.load(), 1u);
+}
+
+TEST_F(StoreTest, ForeignFileIsHiddenButLeftInPlace) {
+  write_file(B("foreign.bin"), "written behind the mount");
+  EXPECT_EQ(lookup_errno("foreign.bin"), ENOENT);
+  EXPECT_EQ(listed("").count("foreign.bin"), 0u);
+  EXPECT_EQ(slurp(B("foreign.bin")), "written behind the mount");  // R3: nothing deleted
+  EXPECT_EQ(quarantine_slots(), 0u);
+}
+
+TEST_F(StoreTest, KindsOfVisibleObjects) {
+  make_dirs(B("cont"));
+  write_file(B("tmp/scratch"), "x");
+  ASSERT_EQ(::mkfifo(B("fifo").c_str(), 0644), 0);
+  ASSERT_EQ(::mknod(B("null").c_str(), S_IFCHR | 0644, makedev(1, 3)), 0);
+  EXPECT_EQ(lookup("cont")->kind, ObjectKind::container);
+  EXPECT_EQ(lookup("tmp")->kind, ObjectKind::volatile_obj);
+  EXPECT_EQ(lookup("tmp/scratch")->kind, ObjectKind::volatile_obj);
+  EXPECT_EQ(lookup("fifo")->kind, ObjectKind::special);
+  EXPECT_EQ(lookup("null")->kind, ObjectKind::special);  // R10: device nodes as FIFOs
+  EXPECT_EQ(listed(""), (std::set<std::string>{"cont", "tmp", "fifo", "null"}));
+}
+
+TEST_F(StoreTest, DeviceNodesAndFifosAreMadeAsSpecialObjects) {
+  UniqueFd root = dir("");
+  for (const auto& [name, mode, rdev] : {std::tuple{"dev", S_IFCHR | 0600, makedev(1, 3)},
+                                         std::tuple{"blk", S_IFBLK | 0600, makedev(7, 0)}}) {
+    auto made = store().mknod(root.get(), name, static_cast<mode_t>(mode), rdev);
+    ASSERT_TRUE(made.ok()) << name << ": " << made.error().message;
+    EXPECT_EQ(made->kind, ObjectKind::special) << name;
+    EXPECT_EQ(made->st.st_rdev, rdev) << name;
+    EXPECT_TRUE(visible(name)) << name;
+    struct stat sidecar {};
+    EXPECT_NE(::lstat(B(std::string(".sealfs-manifest.") + name).c_str(), &sidecar), 0) << name << " was sealed";
+  }
+  auto fifo = store().mknod(root.get(), "pipe", S_IFIFO | 0644, 0);
+  ASSERT_TRUE(fifo.ok()) << fifo.error().message;
+  EXPECT_EQ(fifo->kind, ObjectKind::special);
+  EXPECT_TRUE(visible("pipe"));
+  auto reg = store().mknod(root.get(), "empty", S_IFREG | 0644, 0);
+  ASSERT_TRUE(reg.ok()) << reg.error().message;
+  EXPECT_EQ(reg->kind, ObjectKind::sealed_file);  // sealed at once, so visible
+  EXPECT_EQ(read_visible("empty"), "");
+}
+
+TEST_F(StoreTest, CreatedFileIsInProgressThenSealedAtLastClose) {
+  UniqueFd root = dir("");
+  auto c = store().create(root.get(), "new.bin", 0644, O_WRONLY | O_EXCL);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->found.kind, ObjectKind::in_progress);
+  add_writer(c->found.st);
+  ASSERT_EQ(::write(c->open_fd.get(), "payload", 7), 7);
+  EXPECT_EQ(lookup("new.bin")->kind, ObjectKind::in_progress);
+  c->open_fd.reset();
+  ASSERT_TRUE(store().seal(c->found.fd.get()).ok());
+  clear_writers();
+  auto f = lookup("new.bin");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->kind, ObjectKind::sealed_file);
+  EXPECT_EQ(read_visible("new.bin"), "payload");
+  auto sidecar = read_manifest_at(root.get(), ".sealfs-manifest.new.bin");
+  ASSERT_TRUE(sidecar.ok());
+  EXPECT_EQ(sidecar->manifest.files.at("new.bin").size, 7u);
+  EXPECT_EQ(sidecar->manifest.files.at("new.bin").sha256, sha256_of("payload"));
+  EXPECT_EQ(store().metrics().seals.load(), 1u);
+  EXPECT_EQ(store().create(root.get(), "new.bin", 0644, O_WRONLY | O_EXCL).code(), EEXIST);
+}
+
+TEST_F(StoreTest, UnsealedFileWithoutWriterIsHidden) {
+  UniqueFd root = dir("");
+  auto c = store().create(root.get(), "crashed", 0644, O_WRONLY);
+  ASSERT_TRUE(c.ok());
+  // The writer went away without a seal (daemon crash): nothing vouches for it.
+  EXPECT_EQ(lookup_errno("crashed"), ENOENT);
+}
+
+TEST_F(StoreTest, AbandonedWriteIsQuarantined) {
+  UniqueFd root = dir("");
+  auto c = store().create(root.get(), "half", 0644, O_WRONLY);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(store().abandon(c->found.fd.get()).ok());
+  EXPECT_FALSE(exists_nofollow(B("half")));
+  EXPECT_EQ(quarantine_slots(), 1u);
+  EXPECT_EQ(store().metrics().abandoned.load(), 1u);
+}
+
+// R2: a check stopped by running out of descriptors is no verdict: the
+// lookup answers EMFILE, nothing is quarantined, and the entry is back once
+// descriptors are.
+TEST_F(StoreTest, OutOfDescriptorsIsAnErrorNotDamage) {
+  publish_entry("k", {{"lib.so", "library"}, {"params.pkl", "p"}});
+  UniqueFd c = dir("c");  // the fixture's verdict TTL is 0: every lookup checks again
+  struct rlimit old {};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  std::vector<UniqueFd> filler;
+  int answer = 0;
+  {
+    struct rlimit low = old;
+    low.rlim_cur = 256;
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+    for (;;) {  // take every descriptor left
+      UniqueFd fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+      if (!fd) break;
+      filler.push_back(std::move(fd));
+    }
+    answer = store().lookup(c.get(), "k").code();
+    filler.clear();
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
+  }
+  EXPECT_EQ(answer, EMFILE);
+  EXPECT_EQ(quarantine_slots(), 0u);
+  EXPECT_TRUE(store().lookup(c.get(), "k").ok());
+  EXPECT_EQ(read_visible("c/k/lib.so"), "library");
+}
+
+// A cap on the work one planted entry can cause: a hashed record above the
+// profile's max_file_size is damage without a read; a publish of such a file
+// is refused with EFBIG.
+TEST_F(StoreTest, FilesAboveTheProfilesMaxSizeAreNeverHashed) {
+  profile().max_file_size = 1000;
+  open_store();
+  make_dirs(B("c/planted"));
+  {
+    UniqueFd fd(::open(B("c/planted/lib.so").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    ASSERT_TRUE(fd.valid());
+    ASSERT_EQ(::ftruncate(fd.get(), 1ll << 40), 0);  // 1 TiB, sparse
+  }
+  Manifest m;
+  m.files["lib.so"] = FileRecord{1ull << 40, sha256_of("x"), std::nullopt};
+  write_file(B("c/planted/.sealfs-manifest"), serialize_manifest(m));
+  const auto hashed = store().metrics().bytes_hashed.load();
+  UniqueFd c = dir("c");
+  EXPECT_EQ(store().lookup(c.get(), "planted").code(), ENOENT);
+  EXPECT_EQ(store().metrics().bytes_hashed.load(), hashed);
+  EXPECT_EQ(quarantine_slots(), 1u);
+  stage("tmp/big", {{"lib.so", std::string(2000, 'b')}});
+  EXPECT_EQ(rename("tmp/big", "c/big").code(), EFBIG);
+  EXPECT_FALSE(exists_nofollow(B("c/big")));
+}
+
+TEST_F(StoreTest, LongNamesGetHashedSidecars) {
+  UniqueFd root = dir("");
+  const std::string name(250, 'n');
+  auto c = store().create(root.get(), name, 0644, O_WRONLY);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  ASSERT_EQ(::write(c->open_fd.get(), "long", 4), 4);
+  ASSERT_TRUE(store().seal(c->found.fd.get()).ok());
+  const std::string sidecar = ".sealfs-manifest.#" + to_hex(sha256_of(name));
+  EXPECT_TRUE(exists_nofollow(B(sidecar)));
+  auto m = read_manifest_at(root.get(), sidecar);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->manifest.name, name);
+  EXPECT_EQ(lookup(name)->kind, ObjectKind::sealed_file);
+  // A hashed sidecar that records another name covers nothing.
+  Manifest wrong = m->manifest;
+  wrong.name = std::string(250, 'x');
+  ASSERT_TRUE(write_manifest_atomic(root.get(), sidecar, wrong, false).ok());
+  EXPECT_EQ(lookup_errno(name), ENOENT);
+}
+
+TEST_F(StoreTest, SymlinkIsSealedWithItsTarget) {
+  UniqueFd root = dir("");
+  // A size-only name (the test profile's *.src): a hashed one must be a
+  // regular file (DESIGN.md, Manifests).
+  auto l = store().symlink(root.get(), "link.src", "some/target");
+  ASSERT_TRUE(l.ok()) << l.error().message;
+  EXPECT_EQ(l->kind, ObjectKind::sealed_file);
+  EXPECT_TRUE(visible("link.src"));
+  // Retargeted behind the mount: the record no longer matches.
+  ASSERT_EQ(::unlink(B("link.src").c_str()), 0);
+  ASSERT_EQ(::symlink("other/target", B("link.src").c_str()), 0);
+  EXPECT_EQ(lookup_errno("link.src"), ENOENT);
+  EXPECT_EQ(quarantine_slots(), 1u);
+}
+
+TEST_F(StoreTest, PublishedDirectoryEntryIsVisibleWithManifest) {
+  publish_entry("k", {{"kernel_lib.so", "ELF-ish bytes"}, {"device_kernel.src", "source"}, {"sub/p.pkl", "p"}});
+  EXPECT_EQ(lookup("c/k")->kind, ObjectKind::entry_root);
+  EXPECT_EQ(lookup("c/k/kernel_lib.so")->kind, ObjectKind::file_in_entry);
+  EXPECT_EQ(lookup("c/k/sub")->kind, ObjectKind::dir_in_entry);
+  EXPECT_EQ(read_visible("c/k/sub/p.pkl"), "p");
+  EXPECT_EQ(listed("c/k"), (std::set<std::string>{"kernel_lib.so", "device_kernel.src", "sub"}));
+  UniqueFd k = dir("c/k");
+  auto m = read_manifest_at(k.get(), ".sealfs-manifest");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->manifest.files.size(), 3u);
+  EXPECT_EQ(m->manifest.files.at("kernel_lib.so").sha256, sha256_of("ELF-ish bytes"));
+  EXPECT_FALSE(m->manifest.files.at("device_kernel.src").sha256.has_value());  // size-only
+  EXPECT_EQ(m->manifest.files.at("device_kernel.src").size, 6u);
+  EXPECT_GE(store().metrics().hits.load(), 2u);
+}
+
+// readdirplus asks through lookup_verified, which must never hash (R8): it
+// answers EAGAIN until a real lookup has verified the entry.
+TEST_F(StoreTest, LookupVerifiedNeverHashes) {
+  options().verdict_ttl = std::chrono::hours(1);
+  open_store();
+  publish_entry("k", {{"kernel_lib.so", "0123456789abcdef"}, {"params.pkl", "p"}});
+  open_store();  // a fresh store: no verdict cached yet
+  UniqueFd root = dir("");
+  auto container = store().lookup_verified(root.get(), "c");
+  ASSERT_TRUE(container.ok()) << container.error().message;  // containers need no verification
+  EXPECT_EQ(container->kind, ObjectKind::container);
+  UniqueFd c = dir("c");
+  const auto hashed = store().metrics().bytes_hashed.load();
+  EXPECT_EQ(store().lookup_verified(c.get(), "k").code(), EAGAIN);
+  EXPECT_EQ(store().metrics().bytes_hashed.load(), hashed);
+  ASSERT_TRUE(store().lookup(c.get(), "k").ok());
+  EXPECT_GT(store().metrics().bytes_hashed.load(), hashed);
+  auto again = store().lookup_verified(c.get(), "k");
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->kind, ObjectKind::entry_root);
+  EXPECT_EQ(store().lookup_verified(c.get(), "absent").code(), ENOENT);
+}
+
+TEST_F(StoreTest, TruncatedEntryIsHiddenQuarantinedAndInvalidated) {
+  publish_entry("k", {{"kernel_lib.so", "0123456789abcdef"}, {"params.pkl", "p"}});
+  ASSERT_TRUE(visible("c/k/kernel_lib.so"));
+  ASSERT_EQ(::truncate(B("c/k/kernel_lib.so").c_str(), 3), 0);
+  const auto before = invalidation_count();
+  EXPECT_EQ(lookup_errno("c/k"), ENOENT);
+  EXPECT_FALSE(exists_nofollow(B("c/k")));
+  EXPECT_EQ(quarantine_slots(), 1u);
+  EXPECT_EQ(store().metrics().quarantined.load(), 1u);
+  EXPECT_GT(invalidation_count(), before);
+  // The next save repairs it.
+  publish_entry("k", {{"kernel_lib.so", "0123456789abcdef"}, {"params.pkl", "p"}});
+  EXPECT_EQ(read_visible("c/k/kernel_lib.so"), "0123456789abcdef");
+}
+
+TEST_F(StoreTest, SameSizeZeroOverwriteIsCaught) {
+  publish_entry("k", {{"kernel_lib.so", "0123456789abcdef"}});
+  ASSERT_TRUE(visible("c/k/kernel_lib.so"));
+  write_file(B("c/k/kernel_lib.so"), std::string(16, '\0'));
+  EXPECT_EQ(lookup_errno("c/k/kernel_lib.so"), ENOENT);
+  EXPECT_EQ(lookup_errno("c/k"), ENOENT);
+  EXPECT_EQ(quarantine_slots(), 1u);
+}
+
+TEST_F(StoreTest, SizeOnlySourceOverwrittenSameSizeStaysVisible) {
+  publish_entry("k", {{"device_kernel.src", "int main(){}"}, {"kernel_lib.so", "lib"}});
+  write_file(B("c/k/device_kernel.src"), "int xxxx(){}");
+  EXPECT_TRUE(visible("c/k"));
+  EXPECT_EQ(read_visible("c/k/device_kernel.src"), "int xxxx(){}");
+  EXPECT_EQ(quarantine_slots(), 0u);
+}
+
+TEST_F(StoreTest, UnlistedFileInEntryIsHiddenEntryStaysValid) {
+  publish_entry("k", {{"a", "a"}});
+  write_file(B("c/k/extra"), "not listed");
+  EXPECT_EQ(lookup_errno("c/k/extra"), ENOENT);
+  EXPECT_TRUE(visible("c/k/a"));
+  EXPECT_EQ(listed("c/k"), (std::set<std::string>{"a"}));
+}
+
+TEST_F(StoreTest, BadManifestsMakeTheEntryInvalidNeverACrash) {
+  for (std::string_view text : {"", "{", "{\"sealfs\":2,\"files\":{}}", "[]", "{\"sealfs\":1,\"files\":{\"../x\":{\"size\":1}}}",
+                                "{\"sealfs\":1,\"files\":{\".sealfs-manifest\":{\"size\":1}}}"}) {
+    make_dirs(B("bad"));
+    write_file(B("bad/.sealfs-manifest"), text);
+    EXPECT_EQ(lookup_errno("bad"), ENOENT) << text;
+    EXPECT_FALSE(exists_nofollow(B("bad"))) << text;
+  }
+  // A manifest that is a directory does not make an entry: a container, and
+  // its reserved child stays invisible.
+  make_dirs(B("odd/.sealfs-manifest"));
+  EXPECT_EQ(lookup("odd")->kind, ObjectKind::container);
+  EXPECT_TRUE(listed("odd").empty());
+}
+
+TEST_F(StoreTest, FifoListedInManifestIsInvalidWithoutHanging) {
+  make_dirs(B("e"));
+  ASSERT_EQ(::mkfifo(B("e/f").c_str(), 0644), 0);
+  Manifest m;
+  m.files["f"] = FileRecord{0, sha256_of(""), std::nullopt};
+  UniqueFd e = dir("e");
+  ASSERT_TRUE(write_manifest_atomic(e.get(), ".sealfs-manifest", m, false).ok());
+  EXPECT_EQ(lookup_errno("e"), ENOENT);
+}
+
+// While alive, this thread works without CAP_DAC_OVERRIDE and
+// CAP_DAC_READ_SEARCH (capabilities are per thread), so that a test running
+// as root meets file modes as an ordinary user would.
+class WithoutDacOverride {
+ public:
+  WithoutDacOverride() {
+    if (::syscall(SYS_capget, &header_, saved_) != 0) return;
+    __user_cap_data_struct reduced[2] = {saved_[0], saved_[1]};
+    reduced[0].effective &= ~((1u << CAP_DAC_OVERRIDE) | (1u << CAP_DAC_READ_SEARCH));
+    active_ = ::syscall(SYS_capset, &header_, reduced) == 0;
+  }
+  ~WithoutDacOverride() {
+    if (active_) ::syscall(SYS_capset, &header_, saved_);
+  }
+  WithoutDacOverride(const WithoutDacOverride&) = delete;
+  WithoutDacOverride& operator=(const WithoutDacOverride&) = delete;
+  bool active() const { return active_; }
+
+ private:
+  __user_cap_header_struct header_{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct saved_[2]{};
+  bool active_ = false;
+};
+
+TEST_F(StoreTest, UnreadableListedFileMakesEntryInvalid) {
+  publish_entry("k", {{"a", "a"}});
+  open_store();  // nothing cached: the lookup must read the file
+  ASSERT_EQ(::chmod(B("c/k/a").c_str(), 0), 0);
+  WithoutDacOverride unprivileged;
+  ASSERT_TRUE(unprivileged.active() || ::geteuid() != 0) << "cannot drop CAP_DAC_OVERRIDE";
+  EXPECT_EQ(lookup_errno("c/k"), ENOENT);
+}
+
+TEST_F(StoreTest, ForeignEntryWithoutManifestIsReplacedByPublish) {
+  make_dirs(B("c/k"));
+  write_file(B("c/k/kernel_lib.so"), "old foreign");
+  EXPECT_EQ(lookup("c/k")->kind, ObjectKind::container);
+  EXPECT_EQ(lookup_errno("c/k/kernel_lib.so"), ENOENT);  // miss
+  stage("tmp/new", {{"kernel_lib.so", "fresh"}});
+  Status s = rename("tmp/new", "c/k");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(read_visible("c/k/kernel_lib.so"), "fresh");
+  EXPECT_EQ(quarantine_slots(), 1u);  // the foreign one, kept
+}
+
+TEST_F(StoreTest, CreateOverHiddenObjectQuarantinesItFirst) {
+  write_file(B("name"), "foreign");
+  UniqueFd root = dir("");
+  auto c = store().create(root.get(), "name", 0644, O_WRONLY | O_EXCL);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(quarantine_slots(), 1u);
+  struct stat st {};
+  ASSERT_EQ(::fstat(c->open_fd.get(), &st), 0);
+  EXPECT_EQ(st.st_size, 0);
+  // mkdir over a hidden file, symlink over another.
+  write_file(B("d"), "foreign");
+  EXPECT_TRUE(store().mkdir(root.get(), "d", 0755).ok());
+  write_file(B("l.src"), "foreign");
+  EXPECT_TRUE(store().symlink(root.get(), "l.src", "t").ok());
+  EXPECT_EQ(quarantine_slots(), 3u);
+  EXPECT_EQ(store().mkdir(root.get(), "d", 0755).code(), EEXIST);
+}
+
+TEST_F(StoreTest, PlantedSymlinksNeverLeadOutside) {
+  TempDir outside("sealfs-outside");
+  write_file(outside / "secret", "secret");
+  ASSERT_EQ(::symlink((outside / "secret").c_str(), B("evil").c_str()), 0);
+  ASSERT_EQ(::symlink(outside.path().c_str(), B("evildir").c_str()), 0);
+  UniqueFd root = dir("");
+  EXPECT_EQ(lookup_errno("evil"), ENOENT);
+  EXPECT_EQ(lookup_errno("evildir"), ENOENT);
+  EXPECT_EQ(store().unlink(root.get(), "evil").code(), ENOENT);
+  EXPECT_EQ(store().rmdir(root.get(), "evildir").code(), ENOENT);
+  EXPECT_EQ(store().rename(root.get(), "evil", root.get(), "x", 0).code(), ENOENT);
+  EXPECT_EQ(store().rename(root.get(), "evildir", root.get(), "y", 0).code(), ENOENT);
+  // Creating over the planted link replaces the link, never writes through it.
+  auto c = store().create(root.get(), "evil", 0644, O_WRONLY | O_TRUNC);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  ASSERT_EQ(::write(c->open_fd.get(), "mine", 4), 4);
+  EXPECT_EQ(slurp(outside / "secret"), "secret");
+  EXPECT_EQ(store().mkdir(root.get(), "evildir", 0755).ok(), true);
+  EXPECT_TRUE(exists_nofollow(outside / "secret"));
+  // A manifest listing a path through a symlinked directory never verifies,
+  // even when the file outside has the recorded size and digest.
+  make_dirs(B("e"));
+  ASSERT_EQ(::symlink(outside.path().c_str(), B("e/sub").c_str()), 0);
+  Manifest m;
+  m.files["sub/secret"] = FileRecord{6, sha256_of("secret"), std::nullopt};
+  UniqueFd e = dir("e");
+  ASSERT_TRUE(write_manifest_atomic(e.get(), ".sealfs-manifest", m, false).ok());
+  EXPECT_EQ(lookup_errno("e"), ENOENT);
+  EXPECT_EQ(slurp(outside / "secret"), "secret");
+}
+
+TEST_F(StoreTest, SymlinkedIntermediateDirectoryIsNotWalked) {
+  TempDir outside("sealfs-outside");
+  make_dirs(outside / "d");
+  ASSERT_EQ(::symlink(outside.path().c_str(), B("c").c_str()), 0);
+  // The daemon only ever holds fds it got from lookups; a symlink is not a
+  // directory to it, so nothing below it can be reached or created.
+  EXPECT_EQ(lookup_errno("c"), ENOENT);
+  auto fd = open_beneath(dir("").get(), "c/d", O_PATH | O_DIRECTORY);
+  EXPECT_FALSE(fd.ok());
+  EXPECT_TRUE(fd.code() == ELOOP || fd.code() == ENOENT || fd.code() == EXDEV) << fd.code();
+}
+
+TEST_F(StoreTest, DirectoryFdOutsideTheRootIsRefused) {
+  TempDir outside("sealfs-outside");
+  int raw = ::open(outside.path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(raw, 0);
+  UniqueFd out(raw);
+  write_file(outside / "x", "x");
+  EXPECT_EQ(store().lookup(out.get(), "x").code(), ENOENT);
+  EXPECT_FALSE(store().create(out.get(), "y", 0644, O_WRONLY).ok());
+  EXPECT_FALSE(exists_nofollow(outside / "y"));
+  // Nor anything inside B/.sealfs (the quarantine).
+  UniqueFd q = dir(".sealfs/quarantine");
+  EXPECT_FALSE(store().mkdir(q.get(), "z", 0755).ok());
+}
+
+TEST_F(StoreTest, RmdirRemovesHiddenLeftoversOnly) {
+  make_dirs(B("c/k"));
+  write_file(B("c/k/foreign"), "x");
+  write_file(B("c/k/.sealfs-manifest.gone"), "{}");
+  UniqueFd c = dir("c");
+  EXPECT_TRUE(store().rmdir(c.get(), "k").ok());
+  EXPECT_FALSE(exists_nofollow(B("c/k")));
+  publish_entry("e", {{"a", "a"}});
+  EXPECT_EQ(store().rmdir(c.get(), "e").code(), ENOTEMPTY);
+  UniqueFd e = dir("c/e");
+  ASSERT_TRUE(store().unlink(e.get(), "a").ok());
+  EXPECT_TRUE(store().rmdir(c.get(), "e").ok());  // only the manifest was left
+  EXPECT_EQ(store().rmdir(c.get(), "nothing").code(), ENOENT);
+}
+
+TEST_F(StoreTest, UnlinkInsideEntryShrinksTheManifest) {
+  publish_entry("k", {{"a", "a"}, {"b", "b"}});
+  UniqueFd k = dir("c/k");
+  ASSERT_TRUE(store().unlink(k.get(), "a").ok());
+  EXPECT_FALSE(exists_nofollow(B("c/k/a")));
+  auto m = read_manifest_at(k.get(), ".sealfs-manifest");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->manifest.files.count("a"), 0u);
+  EXPECT_TRUE(visible("c/k"));
+  EXPECT_TRUE(visible("c/k/b"));
+  EXPECT_EQ(store().unlink(k.get(), "a").code(), ENOENT);
+  write_file(B("c/k/hidden"), "h");
+  EXPECT_EQ(store().unlink(k.get(), "hidden").code(), ENOENT);
+  EXPECT_TRUE(exists_nofollow(B("c/k/hidden")));
+}
+
+TEST_F(StoreTest, UnlinkOfFileEntryRemovesSidecar) {
+  UniqueFd root = dir("");
+  ASSERT_TRUE(store().symlink(root.get(), "l.src", "t").ok());
+  ASSERT_TRUE(exists_nofollow(B(".sealfs-manifest.l.src")));
+  ASSERT_TRUE(store().unlink(root.get(), "l.src").ok());
+  EXPECT_FALSE(exists_nofollow(B("l.src")));
+  EXPECT_FALSE(exists_nofollow(B(".sealfs-manifest.l.src")));
+}
+
+TEST_F(StoreTest, OpenRechecksChangedFilesAndRefusesCreateFlags) {
+  publish_entry("k", {{"lib.so", "0123456789"}});
+  auto f = lookup("c/k/lib.so");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(store().open_file(f->fd.get(), O_RDONLY | O_CREAT).code(), EINVAL);
+  EXPECT_TRUE(store().open_file(f->fd.get(), O_RDONLY).ok());
+  write_file(B("c/k/lib.so"), "9876543210");  // same size, new bytes, behind the mount
+  EXPECT_EQ(store().open_file(f->fd.get(), O_RDONLY).code(), ENOENT);
+  EXPECT_FALSE(exists_nofollow(B("c/k")));
+}
+
+TEST_F(StoreTest, VerifyAlwaysRehashesAtEveryOpen) {
+  options().verify = VerifyMode::always;
+  open_store();
+  publish_entry("k", {{"lib.so", "0123456789"}});
+  auto f = lookup("c/k/lib.so");
+  ASSERT_TRUE(f.ok());
+  const auto hashed = store().metrics().files_hashed.load();
+  ASSERT_TRUE(store().open_file(f->fd.get(), O_RDONLY).ok());
+  ASSERT_TRUE(store().open_file(f->fd.get(), O_RDONLY).ok());
+  EXPECT_GE(store().metrics().files_hashed.load(), hashed + 2);
+}
+
+TEST_F(StoreTest, ListNeverHashes) {
+  publish_entry("k", {{"a.so", std::string(4096, 'a')}});
+  open_store();  // fresh caches
+  const auto hashed = store().metrics().files_hashed.load();
+  EXPECT_EQ(listed("c"), (std::set<std::string>{"k"}));
+  EXPECT_EQ(listed("c/k"), (std::set<std::string>{"a.so"}));
+  EXPECT_EQ(store().metrics().files_hashed.load(), hashed);
+  // A size mismatch is seen at stat level.
+  ASSERT_EQ(::truncate(B("c/k/a.so").c_str(), 1), 0);
+  EXPECT_TRUE(listed("c").empty());
+}
+
+TEST_F(StoreTest, TruncateByPathReseals) {
+  publish_entry("k", {{"a", "abcdef"}});
+  auto f = lookup("c/k/a");
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(store().truncate(f->fd.get(), 2).ok());
+  EXPECT_EQ(read_visible("c/k/a"), "ab");
+  EXPECT_TRUE(visible("c/k"));
+}
+
+TEST_F(StoreTest, FsckReportsAndRepairs) {
+  publish_entry("good", {{"a", "a"}});
+  publish_entry("bad", {{"a", "abc"}});
+  write_file(B("c/bad/a"), "xyz");  // same size, other bytes
+  write_file(B("c/foreign"), "f");
+  auto r = store().fsck(false);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->entries, 2u);
+  EXPECT_EQ(r->valid, 1u);
+  EXPECT_EQ(r->invalid, 1u);
+  EXPECT_EQ(r->foreign, 1u);
+  EXPECT_EQ(r->quarantined, 0u);
+  EXPECT_TRUE(exists_nofollow(B("c/bad")));
+  auto fixed = store().fsck(true);
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_EQ(fixed->quarantined, 1u);
+  EXPECT_FALSE(exists_nofollow(B("c/bad")));
+  auto again = store().fsck(false);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->invalid, 0u);
+}
+
+TEST_F(StoreTest, AdoptSealsForeignFilesAndGivenDirectories) {
+  write_file(B("loose"), "l");
+  make_dirs(B("c/k/sub"));
+  write_file(B("c/k/sub/x"), "x");
+  write_file(B("tmp/scratch"), "s");
+  auto all = store().adopt({});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(read_visible("loose"), "l");
+  EXPECT_TRUE(visible("c/k/sub/x"));  // as a file entry in its container
+  EXPECT_FALSE(exists_nofollow(B("tmp/.sealfs-manifest.scratch")));
+  make_dirs(B("d"));
+  write_file(B("d/y"), "y");
+  auto given = store().adopt({"d"});
+  ASSERT_TRUE(given.ok());
+  EXPECT_EQ(*given, std::vector<std::string>{"d"});
+  EXPECT_EQ(lookup("d")->kind, ObjectKind::entry_root);
+  EXPECT_EQ(store().adopt({".sealfs/quarantine"}).code(), EPERM);
+  EXPECT_EQ(store().adopt({"../etc"}).code(), EINVAL);
+}
+
+
+
+// With a long TTL the store keeps the contexts of the directories it walked
+// (DirContextCache). Changes through the store show at once all the same.
+TEST_F(StoreTest, CachedDirectoryContextsFollowChangesThroughTheStore) {
+  options().verdict_ttl = std::chrono::hours(1);
+  open_store();
+  publish_entry("k", {{"sub/p.pkl", "p"}, {"kernel_lib.so", "lib"}});
+  ASSERT_EQ(lookup("c/k/sub/p.pkl")->kind, ObjectKind::file_in_entry);  // context of c/k/sub stored
+  // Moved into a volatile area: plain files there, not entry files.
+  ASSERT_TRUE(rename("c/k", "tmp/k").ok());
+  EXPECT_EQ(lookup("tmp/k/sub/p.pkl")->kind, ObjectKind::volatile_obj);
+  // And published again: an entry once more.
+  ASSERT_TRUE(rename("tmp/k", "c/k").ok());
+  EXPECT_EQ(lookup("c/k/sub/p.pkl")->kind, ObjectKind::file_in_entry);
+  // A container whose context is stored becomes an entry by adopt.
+  make_dirs(B("c/d/sub"));
+  write_file(B("c/d/sub/x"), "x");
+  UniqueFd root = dir("");
+  ASSERT_EQ(lookup("c/d/sub")->kind, ObjectKind::container);
+  EXPECT_EQ(lookup_errno("c/d/sub/x"), ENOENT);  // foreign
+  ASSERT_TRUE(store().adopt({"c/d"}).ok());
+  EXPECT_EQ(lookup("c/d/sub/x")->kind, ObjectKind::file_in_entry);
+  // An entry whose manifest is removed behind the store is no entry, at once.
+  ASSERT_EQ(::unlink(B("c/d/.sealfs-manifest").c_str()), 0);
+  EXPECT_EQ(lookup_errno("c/d/sub/x"), ENOENT);
+  // rmdir, then a new directory of the same name: a container again.
+  ASSERT_EQ(::unlink(B("c/d/sub/x").c_str()), 0);
+  UniqueFd d = dir("c/d");
+  ASSERT_TRUE(store().rmdir(d.get(), "sub").ok());
+  UniqueFd c = dir("c");
+  ASSERT_TRUE(store().rmdir(c.get(), "d").ok());
+  make_dirs(B("c/d/sub"));
+  write_file(B("c/d/sub/x"), "x");
+  EXPECT_EQ(lookup("c/d/sub")->kind, ObjectKind::container);
+  EXPECT_EQ(lookup_errno("c/d/sub/x"), ENOENT);
+}
+
+// Store::open_file finds the file's directory through the cache; the file is
+// still checked against its entry's manifest at every open.
+TEST_F(StoreTest, OpenThroughCachedContextStillChecksTheFile) {
+  options().verdict_ttl = std::chrono::hours(1);
+  open_store();
+  publish_entry("k", {{"kernel_lib.so", "0123456789abcdef"}, {"params.pkl", "p"}});
+  EXPECT_EQ(read_visible("c/k/kernel_lib.so"), "0123456789abcdef");
+  auto f = lookup("c/k/kernel_lib.so");
+  ASSERT_TRUE(f.ok());
+  EXPECT_TRUE(store().open_file(f->fd.get(), O_RDONLY).ok());  // through the stored context of c/k
+  // The entry moved behind the store: found where it is now.
+  ASSERT_EQ(::rename(B("c/k").c_str(), B("c/k2").c_str()), 0);
+  EXPECT_TRUE(store().open_file(f->fd.get(), O_RDONLY).ok());
+  // Damaged: hidden and quarantined at once, stored context or not.
+  ASSERT_EQ(::truncate(B("c/k2/kernel_lib.so").c_str(), 3), 0);
+  EXPECT_EQ(store().open_file(f->fd.get(), O_RDONLY).code(), ENOENT);
+  EXPECT_FALSE(exists_nofollow(B("c/k2")));
+  EXPECT_EQ(quarantine_slots(), 1u);
+}
+
+TEST_F(StoreTest, SymlinkLoopsAndControlCharactersAreHandled) {
+  ASSERT_EQ(::symlink("loop", B("loop").c_str()), 0);
+  EXPECT_EQ(lookup_errno("loop"), ENOENT);
+  make_dirs(B("e"));
+  Manifest m;
+  m.files["loop/x"] = FileRecord{1, std::nullopt, std::nullopt};
+  UniqueFd e = dir("e");
+  ASSERT_EQ(::symlink("loop", B("e/loop").c_str()), 0);
+  ASSERT_TRUE(write_manifest_atomic(e.get(), ".sealfs-manifest", m, false).ok());
+  EXPECT_EQ(lookup_errno("e"), ENOENT);
+  const std::string odd = "bell\x07" "esc\x1b" "[0m nl\n";
+  UniqueFd root = dir("");
+  auto c = store().create(root.get(), odd, 0644, O_WRONLY);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  ASSERT_TRUE(store().seal(c->found.fd.get()).ok());
+  EXPECT_TRUE(visible(odd));
+  EXPECT_EQ(listed("").count(odd), 1u);
+}
+
+// ---- concurrency (run under TSan too) ------------------------------------
+
+TEST_F(StoreTest, ConcurrentLookupsHashEachFileOnce) {
+  publish_entry("k", {{"big.so", std::string(8u << 20, 'b')}, {"small.so", "s"}});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // ctimes old enough to trust (R8)
+  options().verdict_ttl = std::chrono::hours(1);
+  open_store();  // fresh caches
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&] {
+      if (lookup("c/k/big.so").ok() && lookup("c/k/small.so").ok()) ++ok;
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 8);
+  EXPECT_EQ(store().metrics().files_hashed.load(), 2u);
+}
+
+TEST_F(StoreTest, ConcurrentPublishersOfOneKeyOneWins) {
+  UniqueFd root = dir("");
+  ASSERT_TRUE(store().mkdir(root.get(), "c", 0755).ok());
+  constexpr int kWriters = 6;
+  for (int i = 0; i < kWriters; ++i)
+    stage("tmp/s" + std::to_string(i), {{"lib.so", "writer " + std::to_string(i)}, {"params.pkl", "p"}});
+  std::atomic<int> won{0};
+  std::atomic<int> lost{0};
+  std::atomic<int> partial{0};
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    while (!done.load()) {
+      // A reader sees no entry, or a complete one.
+      if (visible("c/k") && (!visible("c/k/lib.so") || !visible("c/k/params.pkl"))) ++partial;
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWriters; ++i)
+    threads.emplace_back([&, i] {
+      Status s = rename("tmp/s" + std::to_string(i), "c/k");
+      if (s.ok())
+        ++won;
+      else if (s.code() == ENOTEMPTY || s.code() == EEXIST)
+        ++lost;
+    });
+  for (auto& t : threads) t.join();
+  done = true;
+  reader.join();
+  EXPECT_EQ(won.load(), 1);
+  EXPECT_EQ(lost.load(), kWriters - 1);
+  EXPECT_EQ(partial.load(), 0);
+  auto content = read_visible("c/k/lib.so");
+  ASSERT_TRUE(content.has_value());
+  EXPECT_EQ(content->rfind("writer ", 0), 0u);
+  auto report = store().fsck(false);
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->invalid, 0u);
+}
+
+TEST_F(StoreTest, ConcurrentAmendsLoseNoRecord) {
+  publish_entry("k", {{"a", "a"}});
+  constexpr int kFiles = 8;
+  for (int i = 0; i < kFiles; ++i) write_file(B("tmp/n" + std::to_string(i)), "n" + std::to_string(i));
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < kFiles; ++i)
+    threads.emplace_back([&, i] {
+      if (rename("tmp/n" + std::to_string(i), "c/k/n" + std::to_string(i)).ok()) ++ok;
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), kFiles);
+  UniqueFd k = dir("c/k");
+  auto m = read_manifest_at(k.get(), ".sealfs-manifest");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->manifest.files.size(), static_cast<std::size_t>(kFiles + 1));
+  for (int i = 0; i < kFiles; ++i) EXPECT_EQ(read_visible("c/k/n" + std::to_string(i)), "n" + std::to_string(i));
+}
+
+TEST_F(StoreTest, ReadersNeverMissAFileEntryBeingReplaced) {
+  UniqueFd root = dir("");
+  ASSERT_TRUE(store().mkdir(root.get(), "c", 0755).ok());
+  write_file(B("tmp/f"), "version-0");
+  ASSERT_TRUE(rename("tmp/f", "c/f").ok());
+  std::atomic<bool> done{false};
+  std::atomic<int> misses{0};
+  std::atomic<int> reads{0};
+  std::mutex why_mu;
+  std::string why;
+  std::thread reader([&] {
+    while (!done.load()) {
+      ++reads;
+      auto f = lookup("c/f");
+      if (!f) {
+        ++misses;
+        std::lock_guard lock(why_mu);
+        why = "lookup: " + f.error().message;
+        continue;
+      }
+      auto fd = store().open_file(f->fd.get(), O_RDONLY);
+      if (!fd && fd.code() == ESTALE) {  // replaced since the lookup: look again, as the VFS does
+        f = lookup("c/f");
+        if (f) fd = store().open_file(f->fd.get(), O_RDONLY);
+      }
+      if (!f || !fd) {
+        ++misses;
+        std::lock_guard lock(why_mu);
+        why = f ? "open: " + fd.error().message : "lookup: " + f.error().message;
+      }
+    }
+  });
+  for (int i = 1; i <= 40; ++i) {
+    write_file(B("tmp/f"), "version-" + std::to_string(i % 2));
+    Status s = rename("tmp/f", "c/f");
+    ASSERT_TRUE(s.ok()) << s.error().message;
+  }
+  done = true;
+  reader.join();
+  EXPECT_GT(reads.load(), 0);
+  EXPECT_EQ(misses.load(), 0) << why;
+  EXPECT_EQ(store().metrics().quarantined.load(), 0u);
+}
+
+}  // namespace
+}  // namespace sealfs::test

@@ -1,0 +1,187 @@
+// EntryVerifier: R2 checks of one entry against its manifest (types, sizes
+// before digests, symlink targets, accept records, hostile manifests) and the
+// verdict cache of R8.
+#include "core/verify/entry.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "core/base/digest.hpp"
+#include "core/manifest/manifest_file.hpp"
+#include "core/store/store.hpp"
+#include "core/layout/paths.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/entry_location.hpp"
+
+namespace sealfs::test {
+namespace {
+
+class EntryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    make_dirs(tmp_ / "e");
+    int raw = ::open((tmp_ / "e").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_GE(raw, 0);
+    dir_.reset(raw);
+  }
+  EntryLocation where() { return dir_entry_at(dir_.get()); }
+  void put(const std::string& name, const std::string& content) { write_file(tmp_ / ("e/" + name), content); }
+  void seal(const Manifest& m) { ASSERT_TRUE(write_manifest_atomic(dir_.get(), kDirManifest, m, false).ok()); }
+  static FileRecord hashed(const std::string& content) {
+    return FileRecord{content.size(), sha256_of(content), std::nullopt};
+  }
+
+  TempDir tmp_{"sealfs-entry"};
+  UniqueFd dir_;
+  Metrics metrics_;
+  Verifier verifier_{metrics_};
+  EntryVerifier entries_{verifier_, std::chrono::hours(1)};
+};
+
+TEST_F(EntryTest, ValidEntryVerifiesAndIsCached) {
+  put("a", "aaa");
+  put("b", "bb");
+  Manifest m;
+  m.files["a"] = hashed("aaa");
+  m.files["b"] = FileRecord{2, std::nullopt, std::nullopt};
+  seal(m);
+  auto v = entries_.check(where(), VerifyDepth::cached);
+  EXPECT_TRUE(v->valid) << v->reason;
+  EXPECT_EQ(v->file_stamps.size(), 2u);
+  EXPECT_EQ(metrics_.files_hashed.load(), 1u);  // size-only "b" is never hashed
+  auto again = entries_.check(where(), VerifyDepth::cached);
+  EXPECT_EQ(again.get(), v.get());  // within the TTL: the same verdict
+  EXPECT_EQ(entries_.cached(where()).get(), v.get());
+}
+
+TEST_F(EntryTest, ManifestChangeInvalidatesTheCachedVerdict) {
+  put("a", "aaa");
+  Manifest m;
+  m.files["a"] = hashed("aaa");
+  seal(m);
+  ASSERT_TRUE(entries_.check(where(), VerifyDepth::cached)->valid);
+  m.files["a"] = hashed("zzz");
+  seal(m);
+  auto v = entries_.check(where(), VerifyDepth::cached);
+  EXPECT_FALSE(v->valid);
+  EXPECT_NE(v->reason.find("sha256"), std::string::npos) << v->reason;
+}
+
+TEST_F(EntryTest, SizesAreComparedBeforeAnyHashing) {
+  put("big", std::string(1 << 20, 'b'));
+  put("small", "s");
+  Manifest m;
+  m.files["big"] = hashed(std::string(1 << 20, 'b'));
+  m.files["small"] = hashed("longer than it is");
+  seal(m);
+  auto v = entries_.check(where(), VerifyDepth::fresh);
+  EXPECT_FALSE(v->valid);
+  EXPECT_NE(v->reason.find("small"), std::string::npos) << v->reason;
+  EXPECT_EQ(metrics_.files_hashed.load(), 0u);
+}
+
+TEST_F(EntryTest, MissingFileDirectoryAndSymlinkMismatches) {
+  Manifest m;
+  m.files["gone"] = hashed("x");
+  seal(m);
+  EXPECT_FALSE(entries_.check(where(), VerifyDepth::fresh)->valid);
+  make_dirs(tmp_ / "e/gone");
+  EXPECT_FALSE(entries_.check(where(), VerifyDepth::fresh)->valid);
+  Manifest l;
+  l.files["l"] = FileRecord{6, std::nullopt, std::string("target")};
+  seal(l);
+  ASSERT_EQ(::symlink("target", (tmp_ / "e/l").c_str()), 0);
+  EXPECT_TRUE(entries_.check(where(), VerifyDepth::fresh)->valid);
+  ASSERT_EQ(::unlink((tmp_ / "e/l").c_str()), 0);
+  ASSERT_EQ(::symlink("TARGET", (tmp_ / "e/l").c_str()), 0);
+  EXPECT_FALSE(entries_.check(where(), VerifyDepth::fresh)->valid);
+  // A regular file where a symlink is recorded.
+  ASSERT_EQ(::unlink((tmp_ / "e/l").c_str()), 0);
+  put("l", "target");
+  EXPECT_FALSE(entries_.check(where(), VerifyDepth::fresh)->valid);
+}
+
+TEST_F(EntryTest, AcceptRecordAllowsEitherVersion) {
+  put("f", "new");
+  Manifest m;
+  m.files["f"] = hashed("new");
+  m.accept["f"] = hashed("older");
+  seal(m);
+  EXPECT_TRUE(entries_.check(where(), VerifyDepth::fresh)->valid);
+  put("f", "older");
+  EXPECT_TRUE(entries_.check(where(), VerifyDepth::fresh)->valid);
+  put("f", "neither");
+  EXPECT_FALSE(entries_.check(where(), VerifyDepth::fresh)->valid);
+}
+
+TEST_F(EntryTest, HostileManifestsAreInvalidNotFatal) {
+  put("a", "a");
+  for (std::string_view text : {"", "null", "{\"sealfs\":1}", "{\"sealfs\":1,\"files\":{\"a\":{\"size\":-1}}}",
+                                "{\"sealfs\":1,\"files\":{\"/abs\":{\"size\":1}}}"}) {
+    write_file(tmp_ / "e/.sealfs-manifest", text);
+    EXPECT_FALSE(entries_.check(where(), VerifyDepth::fresh)->valid) << text;
+  }
+  ASSERT_EQ(::unlink((tmp_ / "e/.sealfs-manifest").c_str()), 0);
+  ASSERT_EQ(::mkfifo((tmp_ / "e/.sealfs-manifest").c_str(), 0644), 0);  // must not block
+  auto v = entries_.check(where(), VerifyDepth::fresh);
+  EXPECT_FALSE(v->valid);
+  EXPECT_FALSE(v->manifest);
+}
+
+TEST_F(EntryTest, StatOnlyNeverHashes) {
+  put("a", "aaa");
+  Manifest m;
+  m.files["a"] = hashed("bbb");  // right size, wrong digest
+  seal(m);
+  auto shallow = entries_.check(where(), VerifyDepth::stat_only);
+  EXPECT_TRUE(shallow->valid);
+  EXPECT_FALSE(shallow->hashed);
+  EXPECT_EQ(metrics_.files_hashed.load(), 0u);
+  EXPECT_FALSE(entries_.cached(where()));  // stat-level verdicts are not cached
+  EXPECT_FALSE(entries_.check(where(), VerifyDepth::cached)->valid);
+  EXPECT_FALSE(entries_.check(where(), VerifyDepth::stat_only)->valid);  // now the cached verdict answers
+}
+
+TEST_F(EntryTest, FileEntryMustListExactlyItsOwnName) {
+  put("f", "f");
+  struct stat st {};
+  ASSERT_EQ(::fstatat(dir_.get(), "f", &st, AT_SYMLINK_NOFOLLOW), 0);
+  EntryLocation w;
+  w.base_fd = dir_.get();
+  w.manifest_name = sidecar_name("f");
+  w.dev = st.st_dev;
+  w.ino = st.st_ino;
+  w.file_name = "f";
+  w.file_entry = true;
+  Manifest m;
+  m.files["f"] = hashed("f");
+  ASSERT_TRUE(write_manifest_atomic(dir_.get(), w.manifest_name, m, false).ok());
+  EXPECT_TRUE(entries_.check(w, VerifyDepth::fresh)->valid);
+  m.files["g"] = hashed("f");
+  ASSERT_TRUE(write_manifest_atomic(dir_.get(), w.manifest_name, m, false).ok());
+  EXPECT_FALSE(entries_.check(w, VerifyDepth::fresh)->valid);
+  Manifest other;
+  other.files["f"] = hashed("f");
+  other.name = "someone-else";
+  ASSERT_TRUE(write_manifest_atomic(dir_.get(), w.manifest_name, other, false).ok());
+  EXPECT_FALSE(entries_.check(w, VerifyDepth::fresh)->valid);
+}
+
+TEST(SidecarNameTest, ShortAndHashedForms) {
+  EXPECT_EQ(sidecar_name("k.so"), ".sealfs-manifest.k.so");
+  EXPECT_FALSE(sidecar_is_hashed("k.so"));
+  const std::string longest_plain(255 - kSidecarPrefix.size(), 'x');
+  EXPECT_EQ(sidecar_name(longest_plain), std::string(kSidecarPrefix) + longest_plain);
+  const std::string too_long = longest_plain + "y";
+  EXPECT_TRUE(sidecar_is_hashed(too_long));
+  EXPECT_EQ(sidecar_name(too_long), std::string(kSidecarPrefix) + "#" + to_hex(sha256_of(too_long)));
+  EXPECT_LE(sidecar_name(std::string(255, 'z')).size(), 255u);
+}
+
+}  // namespace
+}  // namespace sealfs::test
