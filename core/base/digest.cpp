@@ -94,7 +94,9 @@ void Sha256Hasher::update(std::span<const std::byte> data) {
   if (!data.empty()) EVP_DigestUpdate(impl_->ctx.get(), data.data(), data.size());
 }
 
-void Sha256Hasher::update(std::string_view data) { update(std::as_bytes(std::span(data.data(), data.size()))); }
+void Sha256Hasher::update(std::string_view data) {
+  update(std::as_bytes(std::span(data.data(), data.size())));
+}
 
 Sha256 Sha256Hasher::finish() {
   Sha256 out{};

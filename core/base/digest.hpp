@@ -16,8 +16,8 @@ namespace sealfs {
 
 using Sha256 = std::array<std::uint8_t, 32>;
 
-std::string to_hex(const Sha256& digest);                  // 64 lowercase hex digits
-Result<Sha256> sha256_from_hex(std::string_view hex);      // EINVAL unless 64 lowercase hex
+std::string to_hex(const Sha256& digest);              // 64 lowercase hex digits
+Result<Sha256> sha256_from_hex(std::string_view hex);  // EINVAL unless 64 lowercase hex
 bool is_sha256_hex(std::string_view hex);
 
 // Incremental hasher; one per thread of use.

@@ -1,9 +1,9 @@
 #include "core/base/json_dom.hpp"
 
+#include <rapidjson/error/en.h>
+
 #include <algorithm>
 #include <cstdio>
-
-#include <rapidjson/error/en.h>
 
 namespace sealfs::json {
 
@@ -42,13 +42,15 @@ bool depth_within(std::string_view text, int max_depth) {
 
 Result<rapidjson::Document> parse_document(std::string_view text, int max_depth, const ErrorStyle& err,
                                            bool validate_utf8) {
-  if (!depth_within(text, max_depth)) return err("nested deeper than " + std::to_string(max_depth) + " levels");
+  if (!depth_within(text, max_depth))
+    return err("nested deeper than " + std::to_string(max_depth) + " levels");
   rapidjson::Document doc;
   // Default flags: strict JSON; anything but whitespace after the root value
   // is an error (kParseErrorDocumentRootNotSingular), so no trailing garbage.
   // Strings must be valid UTF-8 (kParseValidateEncodingFlag) unless asked not to.
   if (validate_utf8)
-    doc.Parse<rapidjson::kParseDefaultFlags | rapidjson::kParseValidateEncodingFlag>(text.data(), text.size());
+    doc.Parse<rapidjson::kParseDefaultFlags | rapidjson::kParseValidateEncodingFlag>(text.data(),
+                                                                                     text.size());
   else
     doc.Parse<rapidjson::kParseDefaultFlags>(text.data(), text.size());
   if (doc.HasParseError()) {
@@ -58,7 +60,8 @@ Result<rapidjson::Document> parse_document(std::string_view text, int max_depth,
   return doc;
 }
 
-Result<Members> sorted_members(const rapidjson::Value& object, std::string_view where, const ErrorStyle& err) {
+Result<Members> sorted_members(const rapidjson::Value& object, std::string_view where,
+                               const ErrorStyle& err) {
   Members members;
   members.reserve(object.MemberCount());
   for (auto it = object.MemberBegin(); it != object.MemberEnd(); ++it) members.push_back(&*it);

@@ -4,11 +4,11 @@
 // core/: errors carry the caller's errno and message prefix.
 #pragma once
 
+#include <rapidjson/document.h>
+
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <rapidjson/document.h>
 
 #include "core/base/result.hpp"
 

@@ -10,9 +10,15 @@ std::string Metrics::to_json() const {
   // every value an unsigned integer, so no escaping can be needed. Relaxed
   // loads: each counter is exact, the set is not a snapshot (nor needs to be).
   const std::pair<std::string_view, const std::atomic<std::uint64_t>*> counters[] = {
-      {"abandoned", &abandoned},       {"bytes_hashed", &bytes_hashed}, {"files_hashed", &files_hashed},
-      {"hidden", &hidden},             {"hits", &hits},                 {"lookups", &lookups},
-      {"publishes", &publishes},       {"quarantined", &quarantined},   {"rejected", &rejected},
+      {"abandoned", &abandoned},
+      {"bytes_hashed", &bytes_hashed},
+      {"files_hashed", &files_hashed},
+      {"hidden", &hidden},
+      {"hits", &hits},
+      {"lookups", &lookups},
+      {"publishes", &publishes},
+      {"quarantined", &quarantined},
+      {"rejected", &rejected},
       {"seals", &seals},
   };
   std::string out = "{";

@@ -9,13 +9,13 @@ namespace sealfs {
 
 struct Metrics {
   std::atomic<std::uint64_t> lookups{0};
-  std::atomic<std::uint64_t> hits{0};          // lookups answered with a verified sealed object
-  std::atomic<std::uint64_t> hidden{0};        // lookups answered ENOENT because of R2/R3/R4/R7
-  std::atomic<std::uint64_t> quarantined{0};   // objects moved to quarantine
-  std::atomic<std::uint64_t> publishes{0};     // successful R1/R10 publishes
-  std::atomic<std::uint64_t> rejected{0};      // publishes refused by a validator (EBADMSG)
-  std::atomic<std::uint64_t> seals{0};         // R4 seals at last close
-  std::atomic<std::uint64_t> abandoned{0};     // R4 abandoned writes
+  std::atomic<std::uint64_t> hits{0};         // lookups answered with a verified sealed object
+  std::atomic<std::uint64_t> hidden{0};       // lookups answered ENOENT because of R2/R3/R4/R7
+  std::atomic<std::uint64_t> quarantined{0};  // objects moved to quarantine
+  std::atomic<std::uint64_t> publishes{0};    // successful R1/R10 publishes
+  std::atomic<std::uint64_t> rejected{0};     // publishes refused by a validator (EBADMSG)
+  std::atomic<std::uint64_t> seals{0};        // R4 seals at last close
+  std::atomic<std::uint64_t> abandoned{0};    // R4 abandoned writes
   std::atomic<std::uint64_t> bytes_hashed{0};
   std::atomic<std::uint64_t> files_hashed{0};
 

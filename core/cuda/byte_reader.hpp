@@ -17,7 +17,8 @@ using Bytes = std::span<const std::byte>;
 
 // ELF, fatbin and cubin headers on every platform CUDA supports are
 // little-endian; reading them with memcpy is only right on such a host.
-static_assert(std::endian::native == std::endian::little, "sealfs's CUDA parsers assume a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "sealfs's CUDA parsers assume a little-endian host");
 
 // True when [offset, offset + length) lies inside a buffer of `size` bytes,
 // without overflowing.

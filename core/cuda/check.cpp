@@ -5,8 +5,8 @@
 #include <cstring>
 #include <new>
 
-#include "core/cuda/cuda.hpp"
 #include "core/base/unique_fd.hpp"
+#include "core/cuda/cuda.hpp"
 
 namespace sealfs {
 namespace {
@@ -56,7 +56,8 @@ int run_cuda_check(const std::vector<std::string>& files, std::string_view mode,
         out << file << ": BROKEN: " << check->reason << '\n';
         any_broken = true;
       } else {
-        out << file << ": sound: " << describe_images(check->images) << " (driver: " << check->driver << ")\n";
+        out << file << ": sound: " << describe_images(check->images) << " (driver: " << check->driver
+            << ")\n";
       }
     } catch (const std::bad_alloc&) {
       err << file << ": out of memory\n";

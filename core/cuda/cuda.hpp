@@ -32,9 +32,9 @@ enum class CudaImageKind { elf, ptx, lto };  // lto: NVVM IR for link-time optim
 // compute_NN, or LTO IR for lto_NN.
 struct CudaImageInfo {
   CudaImageKind kind = CudaImageKind::elf;
-  unsigned arch = 0;           // SM number, e.g. 90 for sm_90 / compute_90
-  std::string arch_suffix;     // "a" for sm_90a, "f" for sm_100f, else ""
-  bool compressed = false;     // a compressed fatbin entry
+  unsigned arch = 0;              // SM number, e.g. 90 for sm_90 / compute_90
+  std::string arch_suffix;        // "a" for sm_90a, "f" for sm_100f, else ""
+  bool compressed = false;        // a compressed fatbin entry
   std::string arch_name() const;  // "sm_90", "sm_90a", "compute_80", "lto_90"
   bool operator==(const CudaImageInfo&) const = default;
 };
@@ -48,8 +48,8 @@ struct CudaLoadable {
 };
 
 struct CudaScan {
-  std::vector<CudaImageInfo> images;     // in file order
-  std::vector<CudaLoadable> loadables;   // what the driver check loads
+  std::vector<CudaImageInfo> images;    // in file order
+  std::vector<CudaLoadable> loadables;  // what the driver check loads
 };
 
 // Structural scan of a whole file's bytes. EBADMSG with a reason on any

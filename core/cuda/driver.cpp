@@ -45,7 +45,8 @@ struct CudaDriver::Api {
 
   std::string error_text(CUresult rc) const {
     const char* name = nullptr;
-    if (cuGetErrorName == nullptr || cuGetErrorName(rc, &name) != kCudaSuccess || name == nullptr) name = "CUDA error";
+    if (cuGetErrorName == nullptr || cuGetErrorName(rc, &name) != kCudaSuccess || name == nullptr)
+      name = "CUDA error";
     return std::string(name) + " (" + std::to_string(rc) + ")";
   }
 };

@@ -19,10 +19,10 @@ inline constexpr int kCudaErrorInvalidPtx = 218;
 inline constexpr int kCudaErrorUnsupportedPtxVersion = 222;
 
 enum class DriverVerdict {
-  loaded,              // cuModuleLoadData succeeded
-  no_binary_for_gpu,   // sound as far as we know; not for this device
-  invalid,             // CUDA_ERROR_INVALID_IMAGE / INVALID_PTX: damaged
-  unavailable,         // no driver, no device, or another driver error: not validated
+  loaded,             // cuModuleLoadData succeeded
+  no_binary_for_gpu,  // sound as far as we know; not for this device
+  invalid,            // CUDA_ERROR_INVALID_IMAGE / INVALID_PTX: damaged
+  unavailable,        // no driver, no device, or another driver error: not validated
 };
 
 struct DriverLoad {

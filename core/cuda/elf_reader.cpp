@@ -63,14 +63,16 @@ Result<ElfInfo> parse_class(Bytes bytes, ElfDetail detail) {
   if (eh->e_phnum != 0) {
     if (eh->e_phentsize != sizeof(Phdr)) return damaged("bad e_phentsize");
     const std::uint64_t table = std::uint64_t{eh->e_phnum} * sizeof(Phdr);
-    if (!in_bounds(size, eh->e_phoff, table)) return damaged("program header table outside the file (truncated?)");
+    if (!in_bounds(size, eh->e_phoff, table))
+      return damaged("program header table outside the file (truncated?)");
     cover(eh->e_phoff + table);
     for (std::uint64_t i = 0; i < eh->e_phnum; ++i) {
       const auto ph = read_at<Phdr>(bytes, eh->e_phoff + i * sizeof(Phdr));
       if (!ph) return damaged("truncated program header");
       if (!in_bounds(size, ph->p_offset, ph->p_filesz))
         return damaged("segment " + std::to_string(i) + " outside the file (truncated?)");
-      if (ph->p_type == PT_LOAD && ph->p_filesz > ph->p_memsz) return damaged("segment larger on file than in memory");
+      if (ph->p_type == PT_LOAD && ph->p_filesz > ph->p_memsz)
+        return damaged("segment larger on file than in memory");
       cover(ph->p_offset + ph->p_filesz);
     }
   }
@@ -89,7 +91,8 @@ Result<ElfInfo> parse_class(Bytes bytes, ElfDetail detail) {
   if (shnum == 0) return damaged("empty section header table");
   if (shnum > size / sizeof(Shdr)) return damaged("section count larger than the file");
   const std::uint64_t table = shnum * sizeof(Shdr);
-  if (!in_bounds(size, eh->e_shoff, table)) return damaged("section header table outside the file (truncated?)");
+  if (!in_bounds(size, eh->e_shoff, table))
+    return damaged("section header table outside the file (truncated?)");
   cover(eh->e_shoff + table);
   if (shstrndx == SHN_UNDEF || shstrndx >= shnum) return damaged("bad section name string table index");
 
@@ -101,7 +104,9 @@ Result<ElfInfo> parse_class(Bytes bytes, ElfDetail detail) {
   if (overlap(shdr_table, ehdr) || overlap(shdr_table, phdr_table))
     return damaged("section header table overlaps another header table");
 
-  const auto section_header = [&](std::uint64_t i) { return read_at<Shdr>(bytes, eh->e_shoff + i * sizeof(Shdr)); };
+  const auto section_header = [&](std::uint64_t i) {
+    return read_at<Shdr>(bytes, eh->e_shoff + i * sizeof(Shdr));
+  };
   for (std::uint64_t i = 0; i < shnum; ++i) {
     const auto sh = section_header(i);
     if (!sh) return damaged("truncated section header");
@@ -117,11 +122,13 @@ Result<ElfInfo> parse_class(Bytes bytes, ElfDetail detail) {
 
   const Shdr strtab = *section_header(shstrndx);
   if (strtab.sh_type != SHT_STRTAB) return damaged("section name table is not a string table");
-  const std::string_view names(reinterpret_cast<const char*>(bytes.data() + strtab.sh_offset), strtab.sh_size);
+  const std::string_view names(reinterpret_cast<const char*>(bytes.data() + strtab.sh_offset),
+                               strtab.sh_size);
   if (detail == ElfDetail::sections) info.sections.reserve(shnum);
   for (std::uint64_t i = 0; i < shnum; ++i) {
     const Shdr sh = *section_header(i);
-    if (sh.sh_name >= names.size() && !(i == 0 && sh.sh_name == 0)) return damaged("section name outside the name table");
+    if (sh.sh_name >= names.size() && !(i == 0 && sh.sh_name == 0))
+      return damaged("section name outside the name table");
     std::string_view name;
     if (sh.sh_name < names.size()) {
       name = names.substr(sh.sh_name);
@@ -130,7 +137,8 @@ Result<ElfInfo> parse_class(Bytes bytes, ElfDetail detail) {
       name = name.substr(0, nul);
     }
     if (detail == ElfDetail::sections)
-      info.sections.push_back(ElfSection{std::string(name), sh.sh_type, sh.sh_flags, sh.sh_offset, sh.sh_size});
+      info.sections.push_back(
+          ElfSection{std::string(name), sh.sh_type, sh.sh_flags, sh.sh_offset, sh.sh_size});
   }
   return info;
 }

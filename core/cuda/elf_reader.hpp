@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "core/cuda/byte_reader.hpp"
 #include "core/base/result.hpp"
+#include "core/cuda/byte_reader.hpp"
 
 namespace sealfs::cuda_detail {
 
@@ -24,7 +24,7 @@ struct ElfSection {
 
 struct ElfInfo {
   bool is64 = true;
-  std::uint16_t machine = 0;     // EM_*
+  std::uint16_t machine = 0;  // EM_*
   std::uint32_t e_flags = 0;
   std::uint8_t abi_version = 0;  // e_ident[EI_ABIVERSION]
   // End of the last byte any header, table, section or segment refers to:

@@ -58,7 +58,8 @@ Result<FatbinEntry> parse_entry(Bytes container, std::uint64_t at, std::uint64_t
   if (*header_size < kFatbinEntryMinHeader || *header_size > kFatbinEntryMaxHeader || *header_size % 8 != 0)
     return damaged(at, "bad entry header size " + std::to_string(*header_size));
   if (!in_bounds(end, at, *header_size)) return damaged(at, "entry header past the container's end");
-  if (*kind != static_cast<std::uint16_t>(FatbinKind::ptx) && *kind != static_cast<std::uint16_t>(FatbinKind::elf) &&
+  if (*kind != static_cast<std::uint16_t>(FatbinKind::ptx) &&
+      *kind != static_cast<std::uint16_t>(FatbinKind::elf) &&
       *kind != static_cast<std::uint16_t>(FatbinKind::lto))
     return damaged(at, "unknown entry kind " + std::to_string(*kind));
 
@@ -68,7 +69,8 @@ Result<FatbinEntry> parse_entry(Bytes container, std::uint64_t at, std::uint64_t
   entry.flags = *read_at<std::uint64_t>(region, at + kEntryFlags);
   entry.payload_offset = at + *header_size;
   entry.payload_size = *payload_size;
-  if (entry.arch < kMinArch || entry.arch > kMaxArch) return damaged(at, "implausible arch " + std::to_string(entry.arch));
+  if (entry.arch < kMinArch || entry.arch > kMaxArch)
+    return damaged(at, "implausible arch " + std::to_string(entry.arch));
   if (entry.payload_size == 0) return damaged(at, "empty payload");
   if (!in_bounds(end, entry.payload_offset, entry.payload_size))
     return damaged(at, "payload past the container's end (size overstated or truncated)");
@@ -76,8 +78,10 @@ Result<FatbinEntry> parse_entry(Bytes container, std::uint64_t at, std::uint64_t
   if (entry.compressed()) {
     const std::uint64_t compressed = *read_at<std::uint32_t>(region, at + kEntryCompressedSize);
     const std::uint64_t uncompressed = *read_at<std::uint64_t>(region, at + kEntryUncompressedSize);
-    if (compressed == 0 || compressed > entry.payload_size) return damaged(at, "compressed size outside the payload");
-    if (uncompressed == 0 || uncompressed > kMaxUncompressedEntry || uncompressed > compressed * kMaxCompressionRatio)
+    if (compressed == 0 || compressed > entry.payload_size)
+      return damaged(at, "compressed size outside the payload");
+    if (uncompressed == 0 || uncompressed > kMaxUncompressedEntry ||
+        uncompressed > compressed * kMaxCompressionRatio)
       return damaged(at, "implausible uncompressed size " + std::to_string(uncompressed));
   }
   if (auto ok = check_payload(entry, region.subspan(entry.payload_offset, entry.payload_size), at); !ok)
@@ -102,7 +106,8 @@ Result<Fatbin> parse_fatbin(Bytes bytes) {
   const auto fat_size = read_at<std::uint64_t>(bytes, 8);
   if (!magic || !version || !header_size || !fat_size) return make_error(EBADMSG, "fatbin: truncated header");
   if (*magic != kFatbinMagic) return make_error(EBADMSG, "fatbin: bad magic");
-  if (*version != kFatbinVersion) return make_error(EBADMSG, "fatbin: unknown version " + std::to_string(*version));
+  if (*version != kFatbinVersion)
+    return make_error(EBADMSG, "fatbin: unknown version " + std::to_string(*version));
   if (*header_size != kFatbinHeaderSize)
     return make_error(EBADMSG, "fatbin: bad header size " + std::to_string(*header_size));
   if (*fat_size == 0) return make_error(EBADMSG, "fatbin: no entries");

@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/cuda/byte_reader.hpp"
 #include "core/base/result.hpp"
+#include "core/cuda/byte_reader.hpp"
 
 namespace sealfs::cuda_detail {
 

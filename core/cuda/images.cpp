@@ -11,9 +11,9 @@
 #include <string>
 
 #include "core/cuda/cuda.hpp"
-#include "core/cuda/magic_scan.hpp"
 #include "core/cuda/elf_reader.hpp"
 #include "core/cuda/fatbin.hpp"
+#include "core/cuda/magic_scan.hpp"
 #include "core/cuda/ptx_text.hpp"
 
 namespace sealfs {
@@ -81,7 +81,8 @@ class Scanner {
       const Bytes bytes = file_.subspan(sec.offset, sec.size);  // bounds checked by parse_elf
       if (sec.name == kNvFatbinSection) {
         if (auto st = walk_fatbins(bytes, sec.offset, "section " + sec.name); !st) return st;
-      } else if (sec.type == SHT_PROGBITS && (sec.flags & SHF_ALLOC) != 0 && (sec.flags & SHF_EXECINSTR) == 0) {
+      } else if (sec.type == SHT_PROGBITS && (sec.flags & SHF_ALLOC) != 0 &&
+                 (sec.flags & SHF_EXECINSTR) == 0) {
         if (auto st = scan_data(bytes, 0, "section " + sec.name); !st) return st;
       }
     }
@@ -121,7 +122,9 @@ class Scanner {
         consumed = *size;
       } else if (cuda_detail::looks_like_cubin(rest)) {
         auto elf = cuda_detail::parse_elf(rest, cuda_detail::ElfDetail::headers);
-        if (!elf) return make_error(EBADMSG, where + ": cubin at " + hex_offset(base + hit) + ": " + elf.error().message);
+        if (!elf)
+          return make_error(EBADMSG,
+                            where + ": cubin at " + hex_offset(base + hit) + ": " + elf.error().message);
         add_cubin_image(*elf);
         out_.loadables.push_back(CudaLoadable{CudaLoadable::Form::cubin, rest.first(elf->extent),
                                               where + " cubin at " + hex_offset(base + hit)});
@@ -135,20 +138,23 @@ class Scanner {
   // Returns the container's size.
   Result<std::uint64_t> add_fatbin(Bytes rest, std::uint64_t offset, const std::string& where) {
     auto fatbin = cuda_detail::parse_fatbin(rest);
-    if (!fatbin) return make_error(EBADMSG, where + ": fatbin at " + hex_offset(offset) + ": " + fatbin.error().message);
+    if (!fatbin)
+      return make_error(EBADMSG, where + ": fatbin at " + hex_offset(offset) + ": " + fatbin.error().message);
     for (const auto& entry : fatbin->entries) {
       CudaImageInfo image;
       image.kind = entry.kind == cuda_detail::FatbinKind::elf   ? CudaImageKind::elf
                    : entry.kind == cuda_detail::FatbinKind::ptx ? CudaImageKind::ptx
                                                                 : CudaImageKind::lto;
       image.arch = entry.arch;
-      if ((entry.flags & cuda_detail::kFatbinFlagArchSpecific) != 0) image.arch_suffix = "a";
-      else if ((entry.flags & cuda_detail::kFatbinFlagFamily) != 0) image.arch_suffix = "f";
+      if ((entry.flags & cuda_detail::kFatbinFlagArchSpecific) != 0)
+        image.arch_suffix = "a";
+      else if ((entry.flags & cuda_detail::kFatbinFlagFamily) != 0)
+        image.arch_suffix = "f";
       image.compressed = entry.compressed();
       out_.images.push_back(std::move(image));
     }
-    out_.loadables.push_back(
-        CudaLoadable{CudaLoadable::Form::fatbin, rest.first(fatbin->total_size), where + " fatbin at " + hex_offset(offset)});
+    out_.loadables.push_back(CudaLoadable{CudaLoadable::Form::fatbin, rest.first(fatbin->total_size),
+                                          where + " fatbin at " + hex_offset(offset)});
     return fatbin->total_size;
   }
 
@@ -157,7 +163,8 @@ class Scanner {
   }
 
   Status add_ptx() {
-    auto ptx = cuda_detail::check_ptx(std::string_view(reinterpret_cast<const char*>(file_.data()), file_.size()));
+    auto ptx =
+        cuda_detail::check_ptx(std::string_view(reinterpret_cast<const char*>(file_.data()), file_.size()));
     if (!ptx) return ptx.error();
     out_.images.push_back(CudaImageInfo{CudaImageKind::ptx, ptx->sm, ptx->suffix, false});
     out_.loadables.push_back(CudaLoadable{CudaLoadable::Form::ptx, file_, "PTX"});

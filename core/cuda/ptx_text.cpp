@@ -16,7 +16,8 @@ bool is_text_byte(unsigned char c) { return c == '\n' || c == '\r' || c == '\t' 
 
 // Position just after `directive` when it starts a line (after blanks), else npos.
 std::size_t find_directive(std::string_view text, std::string_view directive) {
-  for (std::size_t pos = text.find(directive); pos != std::string_view::npos; pos = text.find(directive, pos + 1)) {
+  for (std::size_t pos = text.find(directive); pos != std::string_view::npos;
+       pos = text.find(directive, pos + 1)) {
     std::size_t line_start = pos;
     while (line_start > 0 && (text[line_start - 1] == ' ' || text[line_start - 1] == '\t')) --line_start;
     const bool at_line_start = line_start == 0 || text[line_start - 1] == '\n';
@@ -87,7 +88,8 @@ Result<PtxInfo> check_ptx(std::string_view text) {
         break;
     }
   }
-  if (state == State::block_comment || state == State::string) return damaged("ends inside a comment or string (truncated?)");
+  if (state == State::block_comment || state == State::string)
+    return damaged("ends inside a comment or string (truncated?)");
   if (depth != 0) return damaged("unbalanced braces (truncated?)");
 
   const std::size_t version = find_directive(text, ".version");

@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/cuda/byte_reader.hpp"
 #include "core/base/result.hpp"
+#include "core/cuda/byte_reader.hpp"
 
 namespace sealfs::cuda_detail {
 

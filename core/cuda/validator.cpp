@@ -58,7 +58,8 @@ Result<CudaMode> parse_cuda_mode(std::string_view mode) {
   if (mode == "off") return CudaMode::off;
   if (mode == "structural") return CudaMode::structural;
   if (mode == "driver") return CudaMode::driver;
-  return make_error(EINVAL, "cuda_validate must be off, structural or driver, not '" + std::string(mode) + "'");
+  return make_error(EINVAL,
+                    "cuda_validate must be off, structural or driver, not '" + std::string(mode) + "'");
 }
 
 std::string cuda_record_json(const std::vector<CudaImageInfo>& images, std::string_view driver) {

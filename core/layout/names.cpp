@@ -6,7 +6,9 @@
 
 namespace sealfs {
 
-bool is_reserved_name(std::string_view name) { return name.substr(0, kReservedPrefix.size()) == kReservedPrefix; }
+bool is_reserved_name(std::string_view name) {
+  return name.substr(0, kReservedPrefix.size()) == kReservedPrefix;
+}
 
 Status check_name(std::string_view name) {
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string_view::npos ||
@@ -22,7 +24,9 @@ Status check_new_name(std::string_view name) {
   return {};
 }
 
-bool sidecar_is_hashed(std::string_view file_name) { return kSidecarPrefix.size() + file_name.size() > NAME_MAX; }
+bool sidecar_is_hashed(std::string_view file_name) {
+  return kSidecarPrefix.size() + file_name.size() > NAME_MAX;
+}
 
 std::string sidecar_name(std::string_view file_name) {
   std::string out(kSidecarPrefix);

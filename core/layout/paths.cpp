@@ -27,7 +27,7 @@ Result<UniqueFd> openat2_beneath(int dir_fd, const std::string& rel, int flags) 
     long fd = ::syscall(SYS_openat2, dir_fd, rel.c_str(), &how, sizeof how);
     if (fd >= 0) return UniqueFd(static_cast<int>(fd));
     if (errno == EINTR || errno == EAGAIN) continue;  // EAGAIN: a concurrent rename raced the lookup
-    if (errno == EXDEV) errno = ENOENT;  // a path leaving the root does not exist for us
+    if (errno == EXDEV) errno = ENOENT;               // a path leaving the root does not exist for us
     return errno_error("openat2 " + rel);
   }
 }
@@ -35,8 +35,8 @@ Result<UniqueFd> openat2_beneath(int dir_fd, const std::string& rel, int flags) 
 Result<UniqueFd> walk_beneath(int dir_fd, const std::vector<std::string>& parts, int flags) {
   UniqueFd cur;  // empty: dir_fd itself
   for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
-    int fd = ::openat(cur ? cur.get() : dir_fd, parts[i].c_str(),
-                      O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd =
+        ::openat(cur ? cur.get() : dir_fd, parts[i].c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return errno_error("openat " + parts[i]);
     cur.reset(fd);
   }
@@ -55,7 +55,8 @@ Result<std::string> fd_path(int fd) {
   buf.resize(static_cast<std::size_t>(n));
   constexpr std::string_view kDeleted = " (deleted)";
   if (buf.empty() || buf[0] != '/' ||
-      (buf.size() > kDeleted.size() && buf.compare(buf.size() - kDeleted.size(), kDeleted.size(), kDeleted) == 0))
+      (buf.size() > kDeleted.size() &&
+       buf.compare(buf.size() - kDeleted.size(), kDeleted.size(), kDeleted) == 0))
     return make_error(ESTALE, "object was deleted: " + buf);
   return buf;
 }
@@ -271,8 +272,12 @@ Status remove_tree_rec(int dir_fd, const std::string& name, int depth) {
 }
 }  // namespace
 
-Status remove_tree_at(int dir_fd, std::string_view name) { return remove_tree_rec(dir_fd, std::string(name), 0); }
+Status remove_tree_at(int dir_fd, std::string_view name) {
+  return remove_tree_rec(dir_fd, std::string(name), 0);
+}
 
-bool same_object(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
+bool same_object(const struct stat& a, const struct stat& b) {
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
 
 }  // namespace sealfs

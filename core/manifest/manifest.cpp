@@ -236,7 +236,8 @@ Result<rapidjson::Document> parse_strict(std::string_view json, bool names = fal
   if (!names && !is_valid_utf8(json)) return bad("not valid UTF-8");
   auto doc = json::parse_document(json, kMaxJsonDepth, bad, !names);
   if (!doc) return doc.error();
-  if (!(names ? manifest_strings_ok(*doc) : strings_are_utf8(*doc))) return bad("a string that is not valid UTF-8");
+  if (!(names ? manifest_strings_ok(*doc) : strings_are_utf8(*doc)))
+    return bad("a string that is not valid UTF-8");
   return doc;
 }
 
@@ -258,12 +259,12 @@ bool is_valid_utf8(std::string_view s) {
       len = 2;
     } else if (c >= 0xE0 && c <= 0xEF) {
       len = 3;
-      if (c == 0xE0) lo = 0xA0;       // overlong
-      if (c == 0xED) hi = 0x9F;       // surrogates
+      if (c == 0xE0) lo = 0xA0;  // overlong
+      if (c == 0xED) hi = 0x9F;  // surrogates
     } else if (c >= 0xF0 && c <= 0xF4) {
       len = 4;
-      if (c == 0xF0) lo = 0x90;       // overlong
-      if (c == 0xF4) hi = 0x8F;       // above U+10FFFF
+      if (c == 0xF0) lo = 0x90;  // overlong
+      if (c == 0xF4) hi = 0x8F;  // above U+10FFFF
     } else {
       return false;  // continuation byte first, C0/C1, F5..FF
     }
@@ -286,7 +287,8 @@ bool symlink_stays_inside(std::string_view key, std::string_view target) {
   std::size_t start = 0;
   for (;;) {
     std::size_t slash = target.find('/', start);
-    std::string_view comp = target.substr(start, slash == std::string_view::npos ? target.npos : slash - start);
+    std::string_view comp =
+        target.substr(start, slash == std::string_view::npos ? target.npos : slash - start);
     if (comp == "..") {
       // ".." only before any name: "a/../.." would climb out of wherever
       // "a" leads (a symlink to ".." one level down makes it the parent of

@@ -27,8 +27,8 @@ inline constexpr std::size_t kMaxManifestBytes = 64u << 20;        // bigger man
 
 struct FileRecord {
   std::uint64_t size = 0;
-  std::optional<Sha256> sha256;          // absent: size-only (profile says so)
-  std::optional<std::string> symlink;    // present: the object is a symlink with this target
+  std::optional<Sha256> sha256;        // absent: size-only (profile says so)
+  std::optional<std::string> symlink;  // present: the object is a symlink with this target
   bool operator==(const FileRecord&) const = default;
 };
 

@@ -10,9 +10,9 @@
 #include <cstdio>
 
 #include "core/base/digest.hpp"
+#include "core/base/unique_fd.hpp"
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"
-#include "core/base/unique_fd.hpp"
 
 namespace sealfs {
 
@@ -81,7 +81,8 @@ ManifestAccess narrowest_access(const std::vector<struct stat>& covered) {
   return a;
 }
 
-std::vector<struct stat> covered_files(int dir_fd, const Manifest& manifest, const std::vector<struct stat>& also) {
+std::vector<struct stat> covered_files(int dir_fd, const Manifest& manifest,
+                                       const std::vector<struct stat>& also) {
   std::vector<struct stat> out = also;
   // Keys are sorted, so files of one directory come together: one open each.
   std::string open_rel;
@@ -125,7 +126,8 @@ Status write_manifest_atomic(int dir_fd, std::string_view name, const Manifest& 
   const std::string bytes = serialize_manifest(manifest);
   const ManifestAccess access = narrowest_access(covered_files(dir_fd, manifest, also));
   std::uint64_t rnd = 0;
-  if (::getrandom(&rnd, sizeof rnd, 0) != sizeof rnd) rnd = static_cast<std::uint64_t>(::getpid()) ^ 0x5ea1f5ULL;
+  if (::getrandom(&rnd, sizeof rnd, 0) != sizeof rnd)
+    rnd = static_cast<std::uint64_t>(::getpid()) ^ 0x5ea1f5ULL;
   char suffix[32];
   std::snprintf(suffix, sizeof suffix, "%016llx", static_cast<unsigned long long>(rnd));
   const std::string tmp = std::string(kDirManifest) + ".tmp." + suffix;

@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
-#include "core/manifest/manifest.hpp"
 #include "core/base/result.hpp"
 #include "core/layout/names.hpp"
+#include "core/manifest/manifest.hpp"
 #include "core/verify/verifier.hpp"
 
 namespace sealfs {

@@ -42,7 +42,8 @@ bool any_match(const std::vector<std::string>& globs, std::string_view rel) {
 // an empty one only the root, NUL cannot be in a path. All are user mistakes.
 Status check_glob(std::string_view glob, const std::string& field) {
   if (glob.empty()) return bad(field + ": empty glob");
-  if (glob.front() == '/') return bad(field + ": glob " + quoted(glob) + " is absolute (globs are relative to the cache root)");
+  if (glob.front() == '/')
+    return bad(field + ": glob " + quoted(glob) + " is absolute (globs are relative to the cache root)");
   if (glob.find('\0') != std::string_view::npos) return bad(field + ": glob contains NUL");
   return {};
 }
@@ -83,7 +84,8 @@ Result<std::vector<ValidatorRule>> parse_validators(const JsonValue& v) {
         // Only the syntax is checked here; whether the name is registered is
         // decided by the store against its ValidatorRegistry when it opens,
         // so a profile can name a validator this build lacks and fail there.
-        if (text.empty() || text.find('\0') != std::string_view::npos) return bad(field + ": empty or invalid name");
+        if (text.empty() || text.find('\0') != std::string_view::npos)
+          return bad(field + ": empty or invalid name");
         rule.validator = std::string(text);
         have_validator = true;
       }
@@ -151,12 +153,13 @@ Result<Profile> builtin_profile(std::string_view name) {
   if (name == "generic") return generic_profile();
   if (name == "tilelang") return tilelang_profile();
   if (name == "triton") return triton_profile();
-  return make_error(ENOENT, "profile: no built-in profile " + quoted(name) + " (known: " +
-                                std::string(kKnownBuiltins) + ")");
+  return make_error(ENOENT, "profile: no built-in profile " + quoted(name) +
+                                " (known: " + std::string(kKnownBuiltins) + ")");
 }
 
 Result<Profile> parse_profile(std::string_view text) {
-  if (text.size() > kMaxProfileBytes) return bad("larger than " + std::to_string(kMaxProfileBytes) + " bytes");
+  if (text.size() > kMaxProfileBytes)
+    return bad("larger than " + std::to_string(kMaxProfileBytes) + " bytes");
   auto doc = json::parse_document(text, kMaxProfileDepth, bad);
   if (!doc) return doc.error();
   if (!doc->IsObject()) return bad("top level is not an object");
@@ -182,7 +185,8 @@ Result<Profile> parse_profile(std::string_view text) {
       if (!v.IsUint64() || v.GetUint64() == 0) return bad("max_file_size: not a positive integer (bytes)");
       p.max_file_size = v.GetUint64();
     } else {
-      return bad("unknown key " + quoted(key) + " (known: name, volatile, size_only, validators, max_file_size)");
+      return bad("unknown key " + quoted(key) +
+                 " (known: name, volatile, size_only, validators, max_file_size)");
     }
   }
   return p;
@@ -209,7 +213,8 @@ Result<Profile> load_profile_file(const std::string& path) {
     if (n == 0) break;
     // The bound is enforced while reading, so a huge file is never held whole.
     if (text.size() + static_cast<std::size_t>(n) > kMaxProfileBytes)
-      return make_error(EINVAL, "profile " + path + ": larger than " + std::to_string(kMaxProfileBytes) + " bytes");
+      return make_error(EINVAL,
+                        "profile " + path + ": larger than " + std::to_string(kMaxProfileBytes) + " bytes");
     text.append(buf, static_cast<std::size_t>(n));
   }
 

@@ -14,21 +14,21 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "core/layout/paths.hpp"
 #include "core/base/unique_fd.hpp"
+#include "core/layout/paths.hpp"
 
 namespace sealfs {
 
 // The nearest ancestor-or-self directory holding a regular .sealfs-manifest.
 struct EntryRoot {
-  UniqueFd fd;           // O_PATH
+  UniqueFd fd;  // O_PATH
   struct stat st {};
-  std::string rel;       // below the backing root
+  std::string rel;  // below the backing root
 };
 
 // Where a directory sits, as the rules see it.
 struct DirContext {
-  std::string rel;                 // below the backing root ("" = root)
+  std::string rel;  // below the backing root ("" = root)
   struct stat st {};
   bool is_volatile = false;
   std::optional<EntryRoot> entry;  // set when the directory is (inside) an entry

@@ -24,12 +24,12 @@
 #include <string_view>
 #include <vector>
 
-#include "core/store/dir_context.hpp"
-#include "core/verify/entry.hpp"
+#include "core/layout/paths.hpp"
 #include "core/manifest/manifest_file.hpp"
+#include "core/store/dir_context.hpp"
 #include "core/store/quarantine.hpp"
 #include "core/store/store.hpp"
-#include "core/layout/paths.hpp"
+#include "core/verify/entry.hpp"
 #include "core/verify/verifier.hpp"
 
 namespace sealfs {
@@ -46,11 +46,12 @@ struct Judgement {
   Verdict verdict = Verdict::absent;
   ObjectKind kind = ObjectKind::container;
   struct stat st {};
-  std::string reason;                    // for hidden/invalid
-  std::vector<std::string> companions;   // a file entry's sidecar, moved with it
-  bool transient = false;                // invalid only because it changed while judged: judge again
+  std::string reason;                   // for hidden/invalid
+  std::vector<std::string> companions;  // a file entry's sidecar, moved with it
+  bool transient = false;               // invalid only because it changed while judged: judge again
   bool sealed_file() const {
-    return verdict == Verdict::visible && (kind == ObjectKind::sealed_file || kind == ObjectKind::file_in_entry);
+    return verdict == Verdict::visible &&
+           (kind == ObjectKind::sealed_file || kind == ObjectKind::file_in_entry);
   }
 };
 
@@ -117,7 +118,8 @@ struct Store::Impl {
   Result<Judgement> judge(const DirContext& ctx, int dir_fd, std::string_view name, VerifyDepth depth);
   // judge(), again while the answer is "invalid" only because the object
   // changed while it was judged (a concurrent publish); bounded retries.
-  Result<Judgement> judge_settled(const DirContext& ctx, int dir_fd, std::string_view name, VerifyDepth depth);
+  Result<Judgement> judge_settled(const DirContext& ctx, int dir_fd, std::string_view name,
+                                  VerifyDepth depth);
   // Store::lookup and Store::lookup_verified, at the given verification depth.
   Result<Found> lookup(int dir_fd, std::string_view name, VerifyDepth depth);
   // judge_settled() for an operation on an existing, visible object: ENOENT
@@ -168,7 +170,8 @@ struct Store::Impl {
     bool outer_;  // nested transactions (truncate → seal) leave it to the outermost
     std::vector<Invalidation> held_;
   };
-  Result<Found> found_at(int dir_fd, std::string_view name, ObjectKind kind, const struct stat* expect = nullptr);
+  Result<Found> found_at(int dir_fd, std::string_view name, ObjectKind kind,
+                         const struct stat* expect = nullptr);
 
   // The record of dir_fd/name as it is now: optionally fsync'ed and run
   // through the profile's validators for profile_rel (EBADMSG on rejection;
@@ -185,7 +188,8 @@ struct Store::Impl {
     // validator guards its name (an artefact such as tilelang's *.so).
     bool in_dir_entry = true;
   };
-  Result<FileRecord> make_record(int dir_fd, std::string_view name, const RecordOptions& how, Manifest* extras);
+  Result<FileRecord> make_record(int dir_fd, std::string_view name, const RecordOptions& how,
+                                 Manifest* extras);
   // Read-modify-write of base_fd/manifest_name under its stripe lock, written
   // atomically (fsync per durability). A missing manifest starts empty when
   // create is set, else ENOENT. holder: stat of base_fd.
@@ -195,7 +199,8 @@ struct Store::Impl {
   Status unlist(const EntryRoot& entry, std::string_view key);
   // The entry's manifest with key recorded as rec (replacing what was there)
   // and extras' validator sections merged in.
-  Status list_record(const EntryRoot& entry, std::string_view key, const FileRecord& rec, const Manifest& extras);
+  Status list_record(const EntryRoot& entry, std::string_view key, const FileRecord& rec,
+                     const Manifest& extras);
   // Writes the sidecar of dir_fd/name recording `record` (and `accept`).
   // source: the file about to take that name (a publish writes the sidecar
   // first), counted with whatever the name holds now for the sidecar's access.

@@ -20,7 +20,8 @@ Result<std::string> Store::Impl::rel_of(int fd, PlaceHint hint) const {
   if (!rel) return rel.error();
   // Anything under B/.sealfs (the quarantine included) is not ours to show.
   auto parts = split_rel(*rel);
-  if (!parts.empty() && is_reserved_name(parts.front())) return make_error(ENOENT, "inside " + std::string(kStateDir));
+  if (!parts.empty() && is_reserved_name(parts.front()))
+    return make_error(ENOENT, "inside " + std::string(kStateDir));
   return rel;
 }
 
@@ -54,7 +55,8 @@ Result<UniqueFd> Store::Impl::walk_context(DirContext& ctx) const {
   UniqueFd cur;
   std::string walked;
   for (const auto& part : parts) {
-    int raw = ::openat(cur ? cur.get() : root_fd.get(), part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int raw = ::openat(cur ? cur.get() : root_fd.get(), part.c_str(),
+                       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (raw < 0) {
       // Gone or replaced by a non-directory: it moved. EMFILE and the like
       // are answered as themselves (R2: never a verdict).
@@ -78,7 +80,8 @@ Result<UniqueFd> Store::Impl::walk_context(DirContext& ctx) const {
       ctx.entry = std::move(e);
     }
   }
-  if (ctx.entry) ctx.sub = ctx.rel.size() > ctx.entry->rel.size() ? ctx.rel.substr(ctx.entry->rel.size() + 1) : "";
+  if (ctx.entry)
+    ctx.sub = ctx.rel.size() > ctx.entry->rel.size() ? ctx.rel.substr(ctx.entry->rel.size() + 1) : "";
   return cur;
 }
 
@@ -112,7 +115,7 @@ Result<DirContext> Store::Impl::context_of(int dir_fd) const {
 }
 
 Result<Store::Impl::Placed> Store::Impl::place(int path_fd, DirContext* parent_ctx, const struct stat* known,
-                                                PlaceHint hint) const {
+                                               PlaceHint hint) const {
   Result<struct stat> st = known != nullptr ? Result<struct stat>(*known) : stat_fd(path_fd);
   if (!st) return st.error();
   auto rel = rel_of(path_fd, hint);
@@ -194,7 +197,8 @@ EntryLocation Store::Impl::file_entry_location(int parent_fd, std::string_view n
   return where;
 }
 
-Result<Judgement> Store::Impl::judge(const DirContext& ctx, int dir_fd, std::string_view name, VerifyDepth depth) {
+Result<Judgement> Store::Impl::judge(const DirContext& ctx, int dir_fd, std::string_view name,
+                                     VerifyDepth depth) {
   Judgement j;
   auto st = stat_at(dir_fd, name);
   if (!st) {
@@ -248,7 +252,8 @@ Result<Judgement> Store::Impl::judge(const DirContext& ctx, int dir_fd, std::str
     if (type == S_IFREG || type == S_IFLNK) {
       // Written through M right now, listed or not: its seal decides (R4).
       if (in_progress(*st)) return show(ObjectKind::in_progress);
-      if (v->manifest && v->manifest->files.count(ctx.entry_key(name)) != 0) return show(ObjectKind::file_in_entry);
+      if (v->manifest && v->manifest->files.count(ctx.entry_key(name)) != 0)
+        return show(ObjectKind::file_in_entry);
       return hide("not listed in the entry's manifest");
     }
     return hide("unknown file type");
@@ -300,8 +305,9 @@ Store::Impl::DeferredInvalidations::~DeferredInvalidations() {
   for (const auto& inv : held_) store_.options.on_invalidate(inv);
 }
 
-void Store::Impl::quarantine_object(int parent_fd, std::string_view name, const struct stat& st, std::string rel,
-                                    std::string reason, std::vector<std::string> companions) {
+void Store::Impl::quarantine_object(int parent_fd, std::string_view name, const struct stat& st,
+                                    std::string rel, std::string reason,
+                                    std::vector<std::string> companions) {
   Quarantine::Request req;
   req.parent_fd = parent_fd;
   req.name = std::string(name);
@@ -312,7 +318,8 @@ void Store::Impl::quarantine_object(int parent_fd, std::string_view name, const 
   req.companions = std::move(companions);
   auto moved = quarantine.move(req);
   if (!moved) {
-    std::fprintf(stderr, "sealfs: cannot quarantine %s: %s\n", req.rel.c_str(), moved.error().message.c_str());
+    std::fprintf(stderr, "sealfs: cannot quarantine %s: %s\n", req.rel.c_str(),
+                 moved.error().message.c_str());
     return;
   }
   if (!*moved) return;  // replaced meanwhile: not the object we judged
@@ -349,7 +356,8 @@ Result<Store::Impl::Target> Store::Impl::visible_target(int dir_fd, std::string_
   return Target{std::move(*ctx), std::move(*j)};
 }
 
-void Store::Impl::act_on_invalid(const DirContext& ctx, int dir_fd, std::string_view name, const Judgement& j) {
+void Store::Impl::act_on_invalid(const DirContext& ctx, int dir_fd, std::string_view name,
+                                 const Judgement& j) {
   if (j.transient) return;  // it changed while judged: nothing to blame it for
   if (j.verdict == Verdict::invalid_self)
     quarantine_object(dir_fd, name, j.st, ctx.child_rel(name), j.reason, j.companions);
@@ -389,8 +397,8 @@ Result<Judgement> Store::Impl::clear_hidden(const DirContext& ctx, int dir_fd, s
       const std::string sidecar = sidecar_name(name);
       if (!S_ISDIR(j->st.st_mode) && companions.empty() && !ctx.entry && stat_at(dir_fd, sidecar).ok())
         companions.push_back(sidecar);
-      quarantine_object(dir_fd, name, j->st, ctx.child_rel(name), "R5: hidden object in the way: " + j->reason,
-                        std::move(companions));
+      quarantine_object(dir_fd, name, j->st, ctx.child_rel(name),
+                        "R5: hidden object in the way: " + j->reason, std::move(companions));
       auto again = judge(ctx, dir_fd, name, VerifyDepth::cached);
       if (!again) return again.error();
       if (again->verdict != Verdict::absent && again->verdict != Verdict::visible)
@@ -401,7 +409,8 @@ Result<Judgement> Store::Impl::clear_hidden(const DirContext& ctx, int dir_fd, s
   return j;
 }
 
-Result<Found> Store::Impl::found_at(int dir_fd, std::string_view name, ObjectKind kind, const struct stat* expect) {
+Result<Found> Store::Impl::found_at(int dir_fd, std::string_view name, ObjectKind kind,
+                                    const struct stat* expect) {
   auto fd = open_beneath(dir_fd, name, O_PATH | O_NOFOLLOW);
   if (!fd) return fd.error();
   auto st = stat_fd(fd->get());

@@ -14,7 +14,9 @@ struct Store::Impl::FsckWalk {
   bool repair;
   FsckReport& report;
 
-  void problem(const std::string& rel, const std::string& what) { report.problems.push_back(rel + ": " + what); }
+  void problem(const std::string& rel, const std::string& what) {
+    report.problems.push_back(rel + ": " + what);
+  }
 
   // One entry: verify with every file hashed ("*" forces past the stamp cache).
   bool check_entry(const EntryLocation& where, int parent_fd, std::string_view name, const struct stat& st,
@@ -49,7 +51,8 @@ struct Store::Impl::FsckWalk {
       return;
     }
     std::shared_ptr<const EntryVerdict> entry;
-    if (ctx->entry) entry = s.entries.cached(s.dir_entry_location(ctx->entry->fd.get(), ctx->entry->st, ctx->entry->rel));
+    if (ctx->entry)
+      entry = s.entries.cached(s.dir_entry_location(ctx->entry->fd.get(), ctx->entry->st, ctx->entry->rel));
     auto children = read_dir(dir_fd);
     if (!children) {
       problem(ctx->rel, "cannot read directory: " + children.error().message);
@@ -137,7 +140,8 @@ Result<std::vector<std::string>> Store::adopt(const std::vector<std::string>& re
   }
   for (const auto& rel : rel_paths) {
     const auto parts = split_rel(rel);
-    if (parts.empty() || !is_valid_manifest_path(rel)) return make_error(EINVAL, "adopt: invalid path " + rel);
+    if (parts.empty() || !is_valid_manifest_path(rel))
+      return make_error(EINVAL, "adopt: invalid path " + rel);
     for (const auto& p : parts)
       if (is_reserved_name(p)) return make_error(EPERM, "adopt: reserved name in " + rel);
     if (s.profile.is_volatile(rel)) continue;  // volatile areas are never sealed

@@ -82,7 +82,9 @@ namespace {
 
 namespace step = publish_steps;
 
-Error crashed(std::string_view at) { return make_error(ECANCELED, "fault hook: stopped after " + std::string(at)); }
+Error crashed(std::string_view at) {
+  return make_error(ECANCELED, "fault hook: stopped after " + std::string(at));
+}
 
 Status rename_at(int sd, std::string_view sn, int dd, std::string_view dn, unsigned flags) {
   if (::renameat2(sd, std::string(sn).c_str(), dd, std::string(dn).c_str(), flags) != 0)
@@ -142,7 +144,8 @@ Status sync_files(int dir_fd, const std::vector<std::string>& paths) {
 
 // Records for every file under the directory src_fd, keyed by key_prefix +
 // path inside src; profile decisions use dst_rel + path. Data fsync'ed first.
-Result<Manifest> Store::Impl::records_for_tree(int src_fd, const std::string& key_prefix, const std::string& dst_rel) {
+Result<Manifest> Store::Impl::records_for_tree(int src_fd, const std::string& key_prefix,
+                                               const std::string& dst_rel) {
   std::vector<std::string> paths;
   Status collected = collect_files(src_fd, "", 0, paths);
   if (!collected) return collected.error();
@@ -203,8 +206,8 @@ class Store::Impl::Publisher {
   // Before a visible object leaves an entry: drop its records there.
   Status unlist_source(const DirContext& sctx, std::string_view name, const Judgement& sj) {
     if (!sctx.entry) return {};
-    if (sj.kind != ObjectKind::file_in_entry && sj.kind != ObjectKind::dir_in_entry && sj.kind != ObjectKind::entry_root &&
-        sj.kind != ObjectKind::in_progress)
+    if (sj.kind != ObjectKind::file_in_entry && sj.kind != ObjectKind::dir_in_entry &&
+        sj.kind != ObjectKind::entry_root && sj.kind != ObjectKind::in_progress)
       return {};
     if (Status s = s_.unlist(*sctx.entry, sctx.entry_key(name)); !s) return s;
     if (s_.crash_at(step::kSourceUnlisted)) return crashed(step::kSourceUnlisted);
@@ -228,8 +231,8 @@ class Store::Impl::Publisher {
 
   // R5/R6 checks on the destination, right before the rename. Hidden objects
   // are quarantined; a visible directory holding only hidden things too.
-  Result<Judgement> clear_destination(const DirContext& dctx, int dd, std::string_view dn, const struct stat& src_st,
-                                      unsigned flags, bool* exchange = nullptr) {
+  Result<Judgement> clear_destination(const DirContext& dctx, int dd, std::string_view dn,
+                                      const struct stat& src_st, unsigned flags, bool* exchange = nullptr) {
     auto dj = s_.clear_hidden(dctx, dd, dn);
     if (!dj) return dj;
     if (dj->verdict != Verdict::visible) return dj;
@@ -268,8 +271,8 @@ class Store::Impl::Publisher {
     return s;
   }
 
-  Status publish_dir(const DirContext& sctx, int sd, std::string_view sn, const Judgement& sj, const DirContext& dctx,
-                     int dd, std::string_view dn, unsigned flags);
+  Status publish_dir(const DirContext& sctx, int sd, std::string_view sn, const Judgement& sj,
+                     const DirContext& dctx, int dd, std::string_view dn, unsigned flags);
   Status publish_file(const DirContext& sctx, int sd, std::string_view sn, const Judgement& sj,
                       const DirContext& dctx, int dd, std::string_view dn, unsigned flags);
 
@@ -277,8 +280,9 @@ class Store::Impl::Publisher {
   Store::Impl& s_;
 };
 
-Status Store::Impl::Publisher::publish_dir(const DirContext& sctx, int sd, std::string_view sn, const Judgement& sj,
-                              const DirContext& dctx, int dd, std::string_view dn, unsigned flags) {
+Status Store::Impl::Publisher::publish_dir(const DirContext& sctx, int sd, std::string_view sn,
+                                           const Judgement& sj, const DirContext& dctx, int dd,
+                                           std::string_view dn, unsigned flags) {
   const std::string dst_rel = dctx.child_rel(dn);
   auto src = s_.found_at(sd, sn, sj.kind, &sj.st);
   if (!src) return src.error();
@@ -354,8 +358,9 @@ Status Store::Impl::Publisher::publish_dir(const DirContext& sctx, int sd, std::
   return {};
 }
 
-Status Store::Impl::Publisher::publish_file(const DirContext& sctx, int sd, std::string_view sn, const Judgement& sj,
-                               const DirContext& dctx, int dd, std::string_view dn, unsigned flags) {
+Status Store::Impl::Publisher::publish_file(const DirContext& sctx, int sd, std::string_view sn,
+                                            const Judgement& sj, const DirContext& dctx, int dd,
+                                            std::string_view dn, unsigned flags) {
   const std::string dst_rel = dctx.child_rel(dn);
   const bool special = is_special_file(sj.st.st_mode);
   {
@@ -403,7 +408,8 @@ Status Store::Impl::Publisher::publish_file(const DirContext& sctx, int sd, std:
     // Replacing a listed file inside an entry: accept both while swapping.
     std::optional<FileRecord> old;
     if (dj->verdict == Verdict::visible && dj->kind == ObjectKind::file_in_entry) {
-      auto v = s_.entries.cached(s_.dir_entry_location(dctx.entry->fd.get(), dctx.entry->st, dctx.entry->rel));
+      auto v =
+          s_.entries.cached(s_.dir_entry_location(dctx.entry->fd.get(), dctx.entry->st, dctx.entry->rel));
       if (v && v->manifest) {
         auto it = v->manifest->files.find(key);
         if (it != v->manifest->files.end()) old = it->second;
@@ -497,7 +503,8 @@ Status Store::rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd, 
     if (Status u = p.unlist_source(*sctx, src_name, *sj); !u) return u;
     auto before = stat_at(dst_dir_fd, dst_name);
     if (Status r = rename_at(src_dir_fd, src_name, dst_dir_fd, dst_name, flags); !r) return r;
-    if (!sctx->entry && sj->kind == ObjectKind::sealed_file) ::unlinkat(src_dir_fd, sidecar_name(src_name).c_str(), 0);
+    if (!sctx->entry && sj->kind == ObjectKind::sealed_file)
+      ::unlinkat(src_dir_fd, sidecar_name(src_name).c_str(), 0);
     if (before && !same_object(*before, sj->st)) s.invalidate(dst_dir_fd, dst_name, *before);
     return {};
   }
@@ -554,7 +561,8 @@ Result<Found> Store::link(int src_path_fd, int dst_dir_fd, std::string_view dst_
   Impl::Publisher p(s);
   const std::string key = dctx->entry ? dctx->entry_key(dst_name) : dn;
   Manifest extras;
-  auto rec = p.record_for_file(placed->parent.get(), placed->name, dst_rel, key, dctx->entry.has_value(), &extras);
+  auto rec =
+      p.record_for_file(placed->parent.get(), placed->name, dst_rel, key, dctx->entry.has_value(), &extras);
   if (!rec) return rec.error();
   if (dctx->entry) {
     if (Status l = do_link(); !l) return l.error();

@@ -27,9 +27,9 @@ inline constexpr std::string_view kSidecarFinal = "sidecar_final";
 inline constexpr std::string_view kAmended = "amended";
 inline constexpr std::string_view kSourceCleaned = "source_cleaned";
 
-inline constexpr std::array<std::string_view, 10> kAll = {kFilesSynced, kValidated,  kSourceUnlisted, kManifestWritten,
-                                                          kDstCleared,  kRenamed,    kDirSynced,      kSidecarFinal,
-                                                          kAmended,     kSourceCleaned};
+inline constexpr std::array<std::string_view, 10> kAll = {
+    kFilesSynced, kValidated, kSourceUnlisted, kManifestWritten, kDstCleared,
+    kRenamed,     kDirSynced, kSidecarFinal,   kAmended,         kSourceCleaned};
 
 }  // namespace sealfs::publish_steps
 

@@ -1,13 +1,12 @@
 #include "core/store/quarantine.hpp"
 
 #include <fcntl.h>
-#include <stdio.h>  // renameat2
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+#include <stdio.h>  // renameat2
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -16,10 +15,10 @@
 #include <optional>
 #include <utility>
 
-#include "core/manifest/manifest.hpp"
+#include "core/base/unique_fd.hpp"
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"
-#include "core/base/unique_fd.hpp"
+#include "core/manifest/manifest.hpp"
 
 namespace sealfs {
 namespace {
@@ -35,11 +34,11 @@ std::string utc_stamp(const struct timespec& now, bool compact) {
   char buf[64];
   if (compact) {
     // Sorts chronologically by name: the slot name is its age.
-    std::snprintf(buf, sizeof buf, "%04d%02d%02dT%02d%02d%02d.%09ldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                  tm.tm_hour, tm.tm_min, tm.tm_sec, now.tv_nsec);
+    std::snprintf(buf, sizeof buf, "%04d%02d%02dT%02d%02d%02d.%09ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, now.tv_nsec);
   } else {
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                  tm.tm_hour, tm.tm_min, tm.tm_sec);
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
   }
   return buf;
 }
@@ -140,7 +139,8 @@ Status write_all_at(int fd, std::string_view data) {
     if (n < 0) return errno_error("write " + std::string(kReasonFile));
     done += static_cast<std::size_t>(n);
   }
-  if (::ftruncate(fd, static_cast<off_t>(data.size())) != 0) return errno_error("truncate " + std::string(kReasonFile));
+  if (::ftruncate(fd, static_cast<off_t>(data.size())) != 0)
+    return errno_error("truncate " + std::string(kReasonFile));
   return {};
 }
 
@@ -187,7 +187,8 @@ class SlotUnderConstruction {
       std::fprintf(stderr, "sealfs: quarantine: cannot remove %s/%s of a failed quarantine (errno %d)\n",
                    slot_.c_str(), std::string(kReasonFile).c_str(), errno);
     if (::unlinkat(qdir_fd_, slot_.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT)
-      std::fprintf(stderr, "sealfs: quarantine: cannot remove the slot %s of a failed quarantine (errno %d)\n",
+      std::fprintf(stderr,
+                   "sealfs: quarantine: cannot remove the slot %s of a failed quarantine (errno %d)\n",
                    slot_.c_str(), errno);
   }
   Status open() {
@@ -247,8 +248,8 @@ Result<bool> Quarantine::move(const Request& request) {
   if (Status wrote = write_all_at(reason_fd.get(), reason_json(record)); !wrote) return wrote.error();
 
   const std::string target_name = name_in_slot(request.name);
-  if (::renameat2(request.parent_fd, request.name.c_str(), building.fd(), target_name.c_str(), RENAME_NOREPLACE) !=
-      0) {
+  if (::renameat2(request.parent_fd, request.name.c_str(), building.fd(), target_name.c_str(),
+                  RENAME_NOREPLACE) != 0) {
     Error e = errno_error("rename into quarantine " + request.rel);
     if (e.code == ENOENT) return false;  // gone meanwhile: nothing to quarantine
     return e;
@@ -256,18 +257,19 @@ Result<bool> Quarantine::move(const Request& request) {
   building.commit();  // the object is in: the slot stays, with its reason
 
   for (const auto& c : request.companions) {
-    if (::renameat2(request.parent_fd, c.c_str(), building.fd(), name_in_slot(c).c_str(), RENAME_NOREPLACE) == 0 ||
+    if (::renameat2(request.parent_fd, c.c_str(), building.fd(), name_in_slot(c).c_str(), RENAME_NOREPLACE) ==
+            0 ||
         errno == ENOENT)
       continue;
     const int err = errno;
-    std::fprintf(stderr, "sealfs: quarantine %s: cannot move %s along (errno %d)\n", request.rel.c_str(), c.c_str(),
-                 err);
+    std::fprintf(stderr, "sealfs: quarantine %s: cannot move %s along (errno %d)\n", request.rel.c_str(),
+                 c.c_str(), err);
     record.left_behind.emplace_back(c, std::strerror(err));
   }
   auto amend = [&] {
     if (Status s = write_all_at(reason_fd.get(), reason_json(record)); !s)
-      std::fprintf(stderr, "sealfs: quarantine %s: cannot amend %s/%s: %s\n", request.rel.c_str(), slot.c_str(),
-                   std::string(kReasonFile).c_str(), s.error().message.c_str());
+      std::fprintf(stderr, "sealfs: quarantine %s: cannot amend %s/%s: %s\n", request.rel.c_str(),
+                   slot.c_str(), std::string(kReasonFile).c_str(), s.error().message.c_str());
   };
   if (!record.left_behind.empty()) amend();
   metrics_.quarantined.fetch_add(1, std::memory_order_relaxed);
@@ -292,17 +294,17 @@ Result<bool> Quarantine::move(const Request& request) {
       }
     }
     amend();
-    std::fprintf(stderr,
-                 "sealfs: quarantine: dropped %s from %s/%s: it occupies %llu bytes, more than the cap of %llu bytes; "
-                 "its reason.json stays (%s)\n",
-                 request.rel.c_str(), std::string(kQuarantineDir).c_str(), slot.c_str(),
-                 static_cast<unsigned long long>(*bytes), static_cast<unsigned long long>(max_bytes_),
-                 record.dropped->outcome.c_str());
+    std::fprintf(
+        stderr,
+        "sealfs: quarantine: dropped %s from %s/%s: it occupies %llu bytes, more than the cap of %llu bytes; "
+        "its reason.json stays (%s)\n",
+        request.rel.c_str(), std::string(kQuarantineDir).c_str(), slot.c_str(),
+        static_cast<unsigned long long>(*bytes), static_cast<unsigned long long>(max_bytes_),
+        record.dropped->outcome.c_str());
   }
   reason_fd.reset();
   Status bounded = enforce_bounds(qdir->get(), slot);
-  if (!bounded)
-    std::fprintf(stderr, "sealfs: quarantine bounds: %s\n", bounded.error().message.c_str());
+  if (!bounded) std::fprintf(stderr, "sealfs: quarantine bounds: %s\n", bounded.error().message.c_str());
   return true;
 }
 
@@ -365,9 +367,10 @@ Status Quarantine::enforce_bounds(int qdir_fd, const std::string& keep) {
         s.gone = true;
         continue;
       }
-      std::fprintf(stderr,
-                   "sealfs: quarantine bounds: cannot measure %s (%s, errno %d): the byte cap is not applied now\n",
-                   s.name.c_str(), b.error().message.c_str(), b.code());
+      std::fprintf(
+          stderr,
+          "sealfs: quarantine bounds: cannot measure %s (%s, errno %d): the byte cap is not applied now\n",
+          s.name.c_str(), b.error().message.c_str(), b.code());
       measured = false;
       continue;
     }
@@ -381,8 +384,9 @@ Status Quarantine::enforce_bounds(int qdir_fd, const std::string& keep) {
   auto evict = [&](Slot& s, const std::string& why) {
     const std::string path = recorded_path(qdir_fd, s.name);
     if (Status r = remove_tree_at(qdir_fd, s.name); !r) {
-      std::fprintf(stderr, "sealfs: quarantine: cannot remove %s/%s (%s): %s\n", std::string(kQuarantineDir).c_str(),
-                   s.name.c_str(), path.c_str(), r.error().message.c_str());
+      std::fprintf(stderr, "sealfs: quarantine: cannot remove %s/%s (%s): %s\n",
+                   std::string(kQuarantineDir).c_str(), s.name.c_str(), path.c_str(),
+                   r.error().message.c_str());
       return;
     }
     std::fprintf(stderr, "sealfs: quarantine: removed %s/%s (%s, %llu bytes): %s\n",

@@ -57,11 +57,11 @@ class Quarantine {
   Quarantine(int root_fd, std::uint64_t max_objects, std::uint64_t max_bytes, Metrics& metrics);
 
   struct Request {
-    int parent_fd = -1;      // directory holding the object
-    std::string name;        // the object's name there
-    dev_t dev = 0;           // what was judged invalid: moved only if the name still holds it
+    int parent_fd = -1;  // directory holding the object
+    std::string name;    // the object's name there
+    dev_t dev = 0;       // what was judged invalid: moved only if the name still holds it
     ino_t ino = 0;
-    std::string rel;         // its path below the root, for reason.json and the log
+    std::string rel;  // its path below the root, for reason.json and the log
     std::string reason;
     std::vector<std::string> companions;  // moved along when present (a file entry's sidecar)
   };

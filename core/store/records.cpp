@@ -2,11 +2,10 @@
 // what a file's record is (fsync, validators, digest), and read-modify-write
 // of a manifest under its stripe lock.
 #include <fcntl.h>
-#include <sys/stat.h>
-
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <functional>
@@ -41,7 +40,8 @@ void put_extra(Manifest& m, const std::string& section, std::string_view key, st
 }
 
 bool is_at_or_below(std::string_view path, std::string_view key) {
-  return path == key || (path.size() > key.size() && path.substr(0, key.size()) == key && path[key.size()] == '/');
+  return path == key ||
+         (path.size() > key.size() && path.substr(0, key.size()) == key && path[key.size()] == '/');
 }
 
 }  // namespace
@@ -101,7 +101,8 @@ Result<FileRecord> Store::Impl::make_record(int dir_fd, std::string_view name, c
       return refuse("a symlink where the profile hashes (must be a regular file)");
     auto target = read_link_at(dir_fd, name);
     if (!target) return target.error();
-    if (how.in_dir_entry && !symlink_stays_inside(how.key, *target)) return refuse("symlink target leaves the entry");
+    if (how.in_dir_entry && !symlink_stays_inside(how.key, *target))
+      return refuse("symlink target leaves the entry");
     rec.size = target->size();
     rec.symlink = std::move(*target);
     return rec;
@@ -114,9 +115,11 @@ Result<FileRecord> Store::Impl::make_record(int dir_fd, std::string_view name, c
   UniqueFd fd(raw);
   auto now = stat_fd(fd.get());
   if (!now) return now.error();
-  if (!S_ISREG(now->st_mode) || !same_object(*now, *st)) return make_error(EAGAIN, how.profile_rel + ": replaced");
+  if (!S_ISREG(now->st_mode) || !same_object(*now, *st))
+    return make_error(EAGAIN, how.profile_rel + ": replaced");
   // What verification would refuse to hash is not published (EFBIG).
-  if (!profile.is_size_only(how.profile_rel) && static_cast<std::uint64_t>(now->st_size) > profile.max_file_size)
+  if (!profile.is_size_only(how.profile_rel) &&
+      static_cast<std::uint64_t>(now->st_size) > profile.max_file_size)
     return make_error(EFBIG, how.profile_rel + ": " + std::to_string(now->st_size) +
                                  " bytes, above the profile's max_file_size");
   if (how.sync_data) {
@@ -225,7 +228,8 @@ Status Store::refresh_manifest_access(int path_fd, PlaceHint hint) {
   if (raw < 0) return errno_error("open " + manifest_name);
   UniqueFd fd(raw);
   auto now = stat_fd(fd.get());
-  if (!now || !S_ISREG(now->st_mode) || Stamp::of(*now).ino != loaded->stamp.ino) return {};  // replaced meanwhile
+  if (!now || !S_ISREG(now->st_mode) || Stamp::of(*now).ino != loaded->stamp.ino)
+    return {};  // replaced meanwhile
   return apply_access(fd.get(), narrowest_access(covered_files(base, loaded->manifest)));
 }
 

@@ -13,8 +13,8 @@
 
 #include <cerrno>
 
-#include "core/store/publish.hpp"
 #include "core/store/impl.hpp"
+#include "core/store/publish.hpp"
 
 namespace sealfs {
 
@@ -47,7 +47,8 @@ Status Store::Impl::seal_at(const DirContext& ctx, int dir_fd, std::string_view 
 // reading the file's path and reaching it (the closer goes on while the seal
 // runs): then the file is followed to its new place as long as it exists.
 // Absent (unlinked, moved out of B) → ENOENT: nothing to seal.
-Result<std::pair<Store::Impl::Placed, DirContext>> Store::Impl::place_closed_file(int path_fd, PlaceHint hint) {
+Result<std::pair<Store::Impl::Placed, DirContext>> Store::Impl::place_closed_file(int path_fd,
+                                                                                  PlaceHint hint) {
   constexpr int kMovesFollowed = 64;
   for (int attempt = 0;; ++attempt) {
     auto placed = place(path_fd, nullptr, nullptr, hint);

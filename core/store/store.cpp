@@ -13,8 +13,8 @@
 #include <climits>
 #include <cstdio>
 
-#include "core/store/publish.hpp"
 #include "core/store/impl.hpp"
+#include "core/store/publish.hpp"
 
 namespace sealfs {
 
@@ -22,14 +22,22 @@ namespace {
 
 unsigned char dt_of(mode_t mode) {
   switch (mode & S_IFMT) {
-    case S_IFREG: return DT_REG;
-    case S_IFDIR: return DT_DIR;
-    case S_IFLNK: return DT_LNK;
-    case S_IFIFO: return DT_FIFO;
-    case S_IFSOCK: return DT_SOCK;
-    case S_IFCHR: return DT_CHR;
-    case S_IFBLK: return DT_BLK;
-    default: return DT_UNKNOWN;
+    case S_IFREG:
+      return DT_REG;
+    case S_IFDIR:
+      return DT_DIR;
+    case S_IFLNK:
+      return DT_LNK;
+    case S_IFIFO:
+      return DT_FIFO;
+    case S_IFSOCK:
+      return DT_SOCK;
+    case S_IFCHR:
+      return DT_CHR;
+    case S_IFBLK:
+      return DT_BLK;
+    default:
+      return DT_UNKNOWN;
   }
 }
 
@@ -37,7 +45,8 @@ Error hidden_error(std::string_view name) { return make_error(ENOENT, std::strin
 
 }  // namespace
 
-Store::Impl::Impl(UniqueFd root, std::string root_path_, struct stat root_st_, Profile profile_, StoreOptions options_)
+Store::Impl::Impl(UniqueFd root, std::string root_path_, struct stat root_st_, Profile profile_,
+                  StoreOptions options_)
     : root_fd(std::move(root)),
       root_path(std::move(root_path_)),
       root_st(root_st_),
@@ -56,7 +65,8 @@ Store::Impl::Impl(UniqueFd root, std::string root_path_, struct stat root_st_, P
 Store::Store(OpenTag, std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Store::~Store() = default;
 
-Result<std::unique_ptr<Store>> Store::open_backing(const std::string& backing_path, Profile profile, StoreOptions options) {
+Result<std::unique_ptr<Store>> Store::open_backing(const std::string& backing_path, Profile profile,
+                                                   StoreOptions options) {
   try {
     for (const auto& rule : profile.validators)
       if (!options.validators.has(rule.validator))
@@ -79,7 +89,8 @@ Result<std::unique_ptr<Store>> Store::open_backing(const std::string& backing_pa
       auto check = open_beneath(root.get(), dir, O_PATH | O_DIRECTORY);
       if (!check) return make_error(ENOTDIR, backing_path + "/" + std::string(dir) + " is not a directory");
     }
-    auto impl = std::make_unique<Impl>(std::move(root), std::move(*path), *st, std::move(profile), std::move(options));
+    auto impl = std::make_unique<Impl>(std::move(root), std::move(*path), *st, std::move(profile),
+                                       std::move(options));
     return std::make_unique<Store>(OpenTag{}, std::move(impl));
   } catch (const std::bad_alloc&) {
     return make_error(ENOMEM, "out of memory opening the store");
@@ -133,7 +144,8 @@ Result<Found> Store::Impl::lookup(int dir_fd, std::string_view name, VerifyDepth
       if (!found && found.code() != ENOENT && found.code() != ESTALE) return found.error();
       if (!found && attempt < kAttempts) continue;
       if (!found) return make_error(ENOENT, found.error().message);
-      if (j->kind == ObjectKind::entry_root || j->kind == ObjectKind::sealed_file || j->kind == ObjectKind::file_in_entry)
+      if (j->kind == ObjectKind::entry_root || j->kind == ObjectKind::sealed_file ||
+          j->kind == ObjectKind::file_in_entry)
         s.metrics.hits.fetch_add(1, std::memory_order_relaxed);
       return found;
     }
@@ -151,7 +163,8 @@ Result<std::vector<DirItem>> Store::list(int dir_fd) {
   if (ctx->entry) {
     // A directory of an entry known (or seen at stat level) to be invalid
     // shows nothing; the next lookup quarantines the entry.
-    auto v = s.entries.check(s.dir_entry_location(ctx->entry->fd.get(), ctx->entry->st, ctx->entry->rel), VerifyDepth::stat_only);
+    auto v = s.entries.check(s.dir_entry_location(ctx->entry->fd.get(), ctx->entry->st, ctx->entry->rel),
+                             VerifyDepth::stat_only);
     if (!v->valid) return out;
   }
   auto children = read_dir(dir_fd);
@@ -278,10 +291,11 @@ Result<Found> Store::mkdir(int dir_fd, std::string_view name, mode_t mode) {
   auto j = s.clear_hidden(*ctx, dir_fd, name);
   if (!j) return j.error();
   if (j->verdict == Verdict::visible) return make_error(EEXIST, std::string(name) + " exists");
-  if (::mkdirat(dir_fd, std::string(name).c_str(), mode) != 0) return errno_error("mkdir " + ctx->child_rel(name));
+  if (::mkdirat(dir_fd, std::string(name).c_str(), mode) != 0)
+    return errno_error("mkdir " + ctx->child_rel(name));
   ObjectKind kind = s.profile.is_volatile(ctx->child_rel(name)) ? ObjectKind::volatile_obj
-                    : ctx->entry                                   ? ObjectKind::dir_in_entry
-                                                                   : ObjectKind::container;
+                    : ctx->entry                                ? ObjectKind::dir_in_entry
+                                                                : ObjectKind::container;
   return s.found_at(dir_fd, name, kind);
 }
 
@@ -354,8 +368,7 @@ Status Store::unlink(int dir_fd, std::string_view name) {
   const Judgement* j = &target->judgement;
   if (S_ISDIR(j->st.st_mode)) return make_error(EISDIR, std::string(name) + " is a directory");
   const std::string n(name);
-  if (j->kind == ObjectKind::file_in_entry ||
-      (ctx->entry && j->kind == ObjectKind::in_progress)) {
+  if (j->kind == ObjectKind::file_in_entry || (ctx->entry && j->kind == ObjectKind::in_progress)) {
     // Inside an entry the manifest goes first: a crash in between leaves an
     // unlisted (hidden) file in a valid entry, never a listed missing one.
     if (Status edited = s.unlist(*ctx->entry, ctx->entry_key(name)); !edited) return edited;
@@ -396,13 +409,15 @@ Status Store::rmdir(int dir_fd, std::string_view name) {
       if (!is_reserved_name(c.name)) {
         auto cj = s.judge(*cctx, child->fd.get(), c.name, VerifyDepth::stat_only);
         if (!cj) return cj.error();
-        if (cj->verdict == Verdict::visible) return make_error(ENOTEMPTY, ctx->child_rel(name) + " is not empty");
+        if (cj->verdict == Verdict::visible)
+          return make_error(ENOTEMPTY, ctx->child_rel(name) + " is not empty");
         if (cj->verdict == Verdict::absent) continue;
       }
       leftovers.push_back(c.name);
     }
     // Remove the manifest last: until then a crash leaves a valid (smaller) entry.
-    std::stable_partition(leftovers.begin(), leftovers.end(), [](const std::string& n) { return n != kDirManifest; });
+    std::stable_partition(leftovers.begin(), leftovers.end(),
+                          [](const std::string& n) { return n != kDirManifest; });
     for (const auto& l : leftovers) {
       Status removed = remove_tree_at(child->fd.get(), l);
       if (!removed) return removed;

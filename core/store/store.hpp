@@ -19,12 +19,12 @@
 #include <string_view>
 #include <vector>
 
-#include "core/manifest/manifest.hpp"
 #include "core/base/metrics.hpp"
-#include "core/manifest/profile.hpp"
 #include "core/base/result.hpp"
 #include "core/base/unique_fd.hpp"
 #include "core/layout/names.hpp"
+#include "core/manifest/manifest.hpp"
+#include "core/manifest/profile.hpp"
 #include "core/verify/validator.hpp"
 
 namespace sealfs {
@@ -34,15 +34,15 @@ enum class VerifyMode { changed, always };
 
 // What an object is, as the rules see it.
 enum class ObjectKind {
-  root,         // the backing root itself
-  container,    // directory outside any entry, without a manifest (never sealed)
+  root,           // the backing root itself
+  container,      // directory outside any entry, without a manifest (never sealed)
   entry_root,     // directory holding .sealfs-manifest, verified (a directory entry)
   dir_in_entry,   // directory inside a valid directory entry
   sealed_file,    // regular file or symlink with a sidecar manifest, verified (a file entry)
   file_in_entry,  // regular file or symlink listed in a valid directory entry's manifest
-  in_progress,  // regular file open for writing through M (R4)
-  volatile_obj, // anything in a volatile area: plain passthrough
-  special,      // FIFO, socket or device node: shown as it is, never sealed (R10)
+  in_progress,    // regular file open for writing through M (R4)
+  volatile_obj,   // anything in a volatile area: plain passthrough
+  special,        // FIFO, socket or device node: shown as it is, never sealed (R10)
 };
 
 struct Found {
@@ -68,12 +68,12 @@ struct Invalidation {
 };
 
 struct FsckReport {
-  std::uint64_t entries = 0;      // entries checked
+  std::uint64_t entries = 0;  // entries checked
   std::uint64_t valid = 0;
-  std::uint64_t invalid = 0;      // entries that fail verification (quarantined with repair)
-  std::uint64_t foreign = 0;      // unsealed regular files outside volatile areas
-  std::uint64_t quarantined = 0;  // moved to quarantine in this run
-  std::uint64_t unchecked = 0;    // could not be checked (a transient error): neither valid nor damaged
+  std::uint64_t invalid = 0;          // entries that fail verification (quarantined with repair)
+  std::uint64_t foreign = 0;          // unsealed regular files outside volatile areas
+  std::uint64_t quarantined = 0;      // moved to quarantine in this run
+  std::uint64_t unchecked = 0;        // could not be checked (a transient error): neither valid nor damaged
   std::vector<std::string> problems;  // "<rel path>: <reason>", one per finding
 };
 
@@ -114,7 +114,7 @@ class Store {
   // Opens the backing directory (O_PATH|O_DIRECTORY), creates B/.sealfs/ and
   // its quarantine if missing. ENOENT/ENOTDIR/EACCES with the path in the message.
   static Result<std::unique_ptr<Store>> open_backing(const std::string& backing_path, Profile profile,
-                                             StoreOptions options);
+                                                     StoreOptions options);
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -151,7 +151,7 @@ class Store {
   // ---- Creation (R5, R7, R10) ------------------------------------------
   struct Created {
     Found found;
-    UniqueFd open_fd;  // the file opened with the given flags
+    UniqueFd open_fd;   // the file opened with the given flags
     bool made = false;  // a new file (not an existing visible one opened)
   };
   // Reserved name → EPERM; hidden object under the name → quarantined first.

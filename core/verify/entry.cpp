@@ -6,9 +6,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/manifest/manifest_file.hpp"
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"
+#include "core/manifest/manifest_file.hpp"
 
 namespace sealfs {
 namespace {
@@ -42,7 +42,8 @@ Error check_failure(const std::string& path, const std::string& what, int code) 
 // EACCES/EPERM: a listed file the daemon may not read stays that way until
 // someone changes B, so it cannot be verified: as good as missing.
 bool is_damage_evidence(int code) {
-  return code == ENOENT || code == ENOTDIR || code == ELOOP || code == EISDIR || code == EACCES || code == EPERM;
+  return code == ENOENT || code == ENOTDIR || code == ELOOP || code == EISDIR || code == EACCES ||
+         code == EPERM;
 }
 
 Status check_listed_file(Verifier& verifier, int base_fd, const std::string& path, const FileRecord& record,
@@ -64,7 +65,8 @@ Status check_listed_file(Verifier& verifier, int base_fd, const std::string& pat
   for (const FileRecord* c : candidates)
     if (c != nullptr && record_matches_stat(*c, *st)) fits[nfits++] = c;
   if (nfits == 0)
-    return make_error(EBADMSG, path + ": is " + describe(*st) + ", manifest says " + std::to_string(record.size) +
+    return make_error(EBADMSG, path + ": is " + describe(*st) + ", manifest says " +
+                                   std::to_string(record.size) +
                                    (record.symlink ? "-byte symlink" : " bytes"));
   if (seen) *seen = Stamp::of(*st);
   if (S_ISLNK(st->st_mode)) {
@@ -86,10 +88,12 @@ Status check_listed_file(Verifier& verifier, int base_fd, const std::string& pat
   if (!now) return check_failure(path, "fstat", now.code());
   if (!S_ISREG(now->st_mode) || !same_object(*now, *st)) return make_error(EBADMSG, path + ": replaced");
   Result<Sha256> digest = verifier.digest(fd.get(), force);
-  if (!digest && digest.code() == EAGAIN) digest = verifier.digest(fd.get(), force);  // changed mid-hash: once more
+  if (!digest && digest.code() == EAGAIN)
+    digest = verifier.digest(fd.get(), force);  // changed mid-hash: once more
   // A read error, a file that kept changing, a cancelled hash: no verdict.
-  if (!digest) return make_error(digest.code() == EBADMSG ? EIO : digest.code(), path + ": cannot hash (" +
-                                                                                    digest.error().message + ")");
+  if (!digest)
+    return make_error(digest.code() == EBADMSG ? EIO : digest.code(),
+                      path + ": cannot hash (" + digest.error().message + ")");
   if (seen) *seen = Stamp::of(*now);
   for (int i = 0; i < nfits; ++i)
     if (*fits[i]->sha256 == *digest && static_cast<std::uint64_t>(now->st_size) == fits[i]->size) return {};
@@ -108,7 +112,8 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::find(const Verdicts& in, cons
   return it->second;
 }
 
-void EntryVerifier::keep(Verdicts& in, const EntryLocation& where, std::shared_ptr<const EntryVerdict> verdict) {
+void EntryVerifier::keep(Verdicts& in, const EntryLocation& where,
+                         std::shared_ptr<const EntryVerdict> verdict) {
   std::lock_guard lock(mu_);
   if (in.size() >= max_cached_) in.erase(in.begin());  // bounded; any victim will do
   in[{where.dev, where.ino}] = std::move(verdict);
@@ -147,7 +152,8 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::check(const EntryLocation& wh
     return unknown;
   }
   auto verdict = verify(where, depth != VerifyDepth::stat_only, force_path);
-  if (verdict->manifest && !verdict->transient && !verdict->amending) keep(verdict->hashed ? verdicts_ : stat_verdicts_, where, verdict);
+  if (verdict->manifest && !verdict->transient && !verdict->amending)
+    keep(verdict->hashed ? verdicts_ : stat_verdicts_, where, verdict);
   return verdict;
 }
 
@@ -201,7 +207,8 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::verify(const EntryLocation& w
       v->reason = "sidecar does not list exactly " + where.file_name;
       return v;
     }
-    if ((hashed_name && manifest->name != where.file_name) || (manifest->name && *manifest->name != where.file_name)) {
+    if ((hashed_name && manifest->name != where.file_name) ||
+        (manifest->name && *manifest->name != where.file_name)) {
       v->reason = "sidecar records another name";
       return v;
     }
@@ -257,8 +264,9 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::verify(const EntryLocation& w
       auto alt = manifest->accept.find(path);
       Stamp seen;
       const bool force = force_path == "*" || force_path == path;
-      Status s = check_listed_file(verifier_, where.base_fd, path, rec,
-                                   alt == manifest->accept.end() ? nullptr : &alt->second, pass == 1, force, &seen);
+      Status s =
+          check_listed_file(verifier_, where.base_fd, path, rec,
+                            alt == manifest->accept.end() ? nullptr : &alt->second, pass == 1, force, &seen);
       if (!s && s.code() != EBADMSG) {
         v->reason = s.error().message;
         v->transient = true;

@@ -28,18 +28,18 @@ bool is_damage_evidence(int code);
 
 struct EntryVerdict {
   bool valid = false;
-  std::string reason;                         // why invalid: "<path>: <defect>"
-  std::shared_ptr<const Manifest> manifest;   // null when it could not be read
+  std::string reason;                        // why invalid: "<path>: <defect>"
+  std::shared_ptr<const Manifest> manifest;  // null when it could not be read
   Stamp manifest_stamp;
-  std::map<std::string, Stamp> file_stamps;   // manifest path → stamp seen when verified
+  std::map<std::string, Stamp> file_stamps;  // manifest path → stamp seen when verified
   std::chrono::steady_clock::time_point checked{};
-  bool hashed = false;                        // false: a stat-level verdict (cached for listings only)
-  bool transient = false;                     // the entry changed while checked: not cached, not damage
+  bool hashed = false;     // false: a stat-level verdict (cached for listings only)
+  bool transient = false;  // the entry changed while checked: not cached, not damage
   // A failure that says nothing about the content stopped the check (EMFILE,
   // ENFILE, ENOMEM, EINTR, EAGAIN, EIO…): answered to the caller as this
   // errno, never cached, never a verdict (R2). Implies transient.
   int error = 0;
-  bool unknown = false;                       // cached_only found no fresh verdict: nothing was checked
+  bool unknown = false;  // cached_only found no fresh verdict: nothing was checked
   // Valid apart from listed files being written through M right now (R4):
   // their seal or abandon will rewrite the manifest. Never cached.
   bool amending = false;
@@ -47,11 +47,11 @@ struct EntryVerdict {
 
 // Where an entry's manifest and files are.
 struct EntryLocation {
-  int base_fd = -1;            // dir entries: the entry directory; file entries: its parent directory
-  std::string manifest_name;   // kDirManifest, or the file entry's sidecar name
-  dev_t dev = 0;               // the entry object: the directory, or the file
+  int base_fd = -1;           // dir entries: the entry directory; file entries: its parent directory
+  std::string manifest_name;  // kDirManifest, or the file entry's sidecar name
+  dev_t dev = 0;              // the entry object: the directory, or the file
   ino_t ino = 0;
-  std::string file_name;       // file entries only: the file's name (must be the one key listed)
+  std::string file_name;  // file entries only: the file's name (must be the one key listed)
   bool file_entry = false;
   // The manifest's directory below the backing root (the entry directory, or
   // a file entry's parent): rel/<manifest key> is what the profile decides on.
@@ -59,10 +59,10 @@ struct EntryLocation {
 };
 
 enum class VerifyDepth {
-  stat_only,  // readdir: never hash; use a cached verdict or check types and sizes only
+  stat_only,    // readdir: never hash; use a cached verdict or check types and sizes only
   cached_only,  // readdirplus: a hashed verdict younger than the TTL, else unknown (never hashes)
-  cached,     // lookup: a verdict younger than the TTL is trusted
-  fresh,      // re-verify now (stamps re-checked; only changed files are hashed again)
+  cached,       // lookup: a verdict younger than the TTL is trusted
+  fresh,        // re-verify now (stamps re-checked; only changed files are hashed again)
 };
 
 class EntryVerifier {
@@ -87,14 +87,17 @@ class EntryVerifier {
   void set_max_hashed_size(std::uint64_t bytes) { max_hashed_size_ = bytes; }
   // Whether a regular file is being written through M (R4). A listed file
   // that is does not count against its entry while it does not match.
-  void set_in_progress(std::function<bool(const struct stat&)> in_progress) { in_progress_ = std::move(in_progress); }
+  void set_in_progress(std::function<bool(const struct stat&)> in_progress) {
+    in_progress_ = std::move(in_progress);
+  }
   // The cached verdict of the entry object (dev, ino), whatever its age and
   // whatever its manifest holds now (for objects replaced since verified).
   std::shared_ptr<const EntryVerdict> cached_by_key(dev_t dev, ino_t ino);
   void forget(dev_t dev, ino_t ino);
 
  private:
-  std::shared_ptr<const EntryVerdict> verify(const EntryLocation& where, bool hash, std::string_view force_path);
+  std::shared_ptr<const EntryVerdict> verify(const EntryLocation& where, bool hash,
+                                             std::string_view force_path);
 
   Verifier& verifier_;
   const Profile* profile_;

@@ -1,12 +1,12 @@
 #include "core/verify/validator.hpp"
 
-#include "core/cuda/cuda.hpp"
-
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <utility>
+
+#include "core/cuda/cuda.hpp"
 
 namespace sealfs {
 
@@ -37,7 +37,9 @@ ValidationOutcome test_reject(int fd, std::string_view rel) {
 
 }  // namespace
 
-void ValidatorRegistry::add(std::string name, ValidatorFn fn) { fns_.insert_or_assign(std::move(name), std::move(fn)); }
+void ValidatorRegistry::add(std::string name, ValidatorFn fn) {
+  fns_.insert_or_assign(std::move(name), std::move(fn));
+}
 
 const ValidatorFn* ValidatorRegistry::find(std::string_view name) const {
   auto it = fns_.find(name);

@@ -27,7 +27,8 @@ Stamp Stamp::of(const struct stat& st) {
 
 bool Stamp::operator==(const Stamp& o) const {
   return dev == o.dev && ino == o.ino && size == o.size && mtime.tv_sec == o.mtime.tv_sec &&
-         mtime.tv_nsec == o.mtime.tv_nsec && ctime.tv_sec == o.ctime.tv_sec && ctime.tv_nsec == o.ctime.tv_nsec;
+         mtime.tv_nsec == o.mtime.tv_nsec && ctime.tv_sec == o.ctime.tv_sec &&
+         ctime.tv_nsec == o.ctime.tv_nsec;
 }
 
 namespace {
@@ -82,7 +83,8 @@ struct Verifier::Impl {
   }
 };
 
-Verifier::Verifier(Metrics& metrics, std::size_t max_cached) : impl_(std::make_unique<Impl>(metrics, max_cached)) {}
+Verifier::Verifier(Metrics& metrics, std::size_t max_cached)
+    : impl_(std::make_unique<Impl>(metrics, max_cached)) {}
 Verifier::~Verifier() = default;
 
 Result<Sha256> Verifier::digest(int fd, bool force) {
@@ -103,7 +105,8 @@ Result<Sha256> Verifier::digest(int fd, bool force) {
       impl_->cv.wait_for(lock, std::chrono::milliseconds(100));
     }
     auto it = impl_->cache.find(key);
-    if (it != impl_->cache.end() && it->second.stamp == before && (waited || (!force && !ctime_too_recent(before))))
+    if (it != impl_->cache.end() && it->second.stamp == before &&
+        (waited || (!force && !ctime_too_recent(before))))
       return it->second.digest;
     impl_->in_flight.insert(key);
   }

@@ -1,7 +1,6 @@
 // The `sealfs` command line. The mount form has no subcommand word, as
 // mount.fuse3 runs it: `sealfs BACKING MOUNTPOINT -o OPTS`.
 #include <CLI/CLI.hpp>
-
 #include <iostream>
 #include <new>
 #include <string>
@@ -9,8 +8,8 @@
 
 #include "core/cuda/cuda.hpp"
 #include "fs/cli/commands.hpp"
-#include "fs/fuse/session.hpp"
 #include "fs/cli/options.hpp"
+#include "fs/fuse/session.hpp"
 
 namespace {
 
@@ -35,8 +34,9 @@ int run(int argc, char** argv) {
   std::vector<std::string> mount_lists;
   app.add_flag("-f,--foreground", mount.foreground, "stay in the foreground");
   app.add_flag("-d,--debug", mount.debug, "FUSE debug output (implies -f)");
-  app.add_option("-o", mount_lists, "options: profile=, verify=, durability=, cache_timeout=, cuda_validate=, "
-                                    "and FUSE's own (allow_other, auto_unmount, …)")
+  app.add_option("-o", mount_lists,
+                 "options: profile=, verify=, durability=, cache_timeout=, cuda_validate=, "
+                 "and FUSE's own (allow_other, auto_unmount, …)")
       ->allow_extra_args(false);
   app.add_option("backing", mount.backing, "the backing directory B");
   app.add_option("mountpoint", mount.mountpoint, "where to mount (may be B itself)");

@@ -23,7 +23,8 @@ Result<std::unique_ptr<Store>> open_store(const MountOptions& options, std::ostr
   store_options.verify = VerifyMode::always;  // offline checks hash everything they check
   store_options.validators = default_validators(options.cuda_validate);
   auto store = Store::open_backing(options.backing, std::move(*profile), std::move(store_options));
-  if (!store) err << "sealfs: backing directory " << options.backing << ": " << std::strerror(store.code()) << "\n";
+  if (!store)
+    err << "sealfs: backing directory " << options.backing << ": " << std::strerror(store.code()) << "\n";
   return store;
 }
 

@@ -14,24 +14,30 @@ namespace {
 
 // Options libfuse (fuse_session_new / fuse_session_mount) understands, with
 // or without a value. They are passed through unchanged.
-constexpr std::array<std::string_view, 19> kFuseFlags = {
-    "allow_other", "allow_root", "default_permissions", "auto_unmount", "blkdev", "rw", "ro", "suid", "nosuid",
-    "dev", "nodev", "exec", "noexec", "async", "sync", "atime", "noatime", "dirsync", "debug"};
+constexpr std::array<std::string_view, 19> kFuseFlags = {"allow_other",  "allow_root", "default_permissions",
+                                                         "auto_unmount", "blkdev",     "rw",
+                                                         "ro",           "suid",       "nosuid",
+                                                         "dev",          "nodev",      "exec",
+                                                         "noexec",       "async",      "sync",
+                                                         "atime",        "noatime",    "dirsync",
+                                                         "debug"};
 constexpr std::array<std::string_view, 3> kFuseValued = {"fsname", "subtype", "max_read"};
 // Options of the connection rather than of the mount: libfuse's session
 // refuses them, so they are applied in init (fuse_apply_conn_info_opts).
 constexpr std::array<std::string_view, 11> kConnFlags = {
-    "no_remote_lock", "no_remote_flock", "no_remote_posix_lock", "async_read", "sync_read", "splice_write",
-    "no_splice_write", "splice_move", "no_splice_move", "splice_read", "no_splice_read"};
+    "no_remote_lock", "no_remote_flock", "no_remote_posix_lock", "async_read",
+    "sync_read",      "splice_write",    "no_splice_write",      "splice_move",
+    "no_splice_move", "splice_read",     "no_splice_read"};
 constexpr std::array<std::string_view, 3> kConnValued = {"max_write", "max_readahead", "max_background"};
 // Access-time variants that mount(8) may pass from fstab but libfuse 3.14
 // cannot set on a FUSE mount; atime lives on B anyway. Accepted and ignored.
-constexpr std::array<std::string_view, 8> kAtimeIgnored = {"diratime",    "nodiratime",    "relatime", "norelatime",
-                                                           "strictatime", "nostrictatime", "lazytime", "nolazytime"};
+constexpr std::array<std::string_view, 8> kAtimeIgnored = {"diratime",   "nodiratime",  "relatime",
+                                                           "norelatime", "strictatime", "nostrictatime",
+                                                           "lazytime",   "nolazytime"};
 // What mount(8) / mount.fuse3 may hand us from an fstab line that means
 // nothing to a FUSE mount: accepted and ignored.
-constexpr std::array<std::string_view, 8> kIgnored = {"defaults", "auto", "noauto", "user",
-                                                      "nouser", "users", "nofail", "_netdev"};
+constexpr std::array<std::string_view, 8> kIgnored = {"defaults", "auto",  "noauto", "user",
+                                                      "nouser",   "users", "nofail", "_netdev"};
 
 template <std::size_t N>
 bool contains(const std::array<std::string_view, N>& set, std::string_view v) {
@@ -52,7 +58,8 @@ Result<unsigned> parse_count(std::string_view key, std::string_view value) {
   std::uint32_t n = 0;
   auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
   if (value.empty() || ec != std::errc{} || ptr != value.data() + value.size())
-    return make_error(EINVAL, "option " + std::string(key) + " needs a number, not '" + std::string(value) + "'");
+    return make_error(EINVAL,
+                      "option " + std::string(key) + " needs a number, not '" + std::string(value) + "'");
   return n;
 }
 
@@ -62,7 +69,8 @@ Status apply_one(std::string_view opt, MountOptions& o) {
   const bool has_value = eq != std::string_view::npos;
   const std::string_view value = has_value ? opt.substr(eq + 1) : std::string_view{};
   auto need_value = [&]() -> Status {
-    if (!has_value || value.empty()) return make_error(EINVAL, "option " + std::string(key) + " needs a value");
+    if (!has_value || value.empty())
+      return make_error(EINVAL, "option " + std::string(key) + " needs a value");
     return {};
   };
 
@@ -70,13 +78,19 @@ Status apply_one(std::string_view opt, MountOptions& o) {
     if (auto s = need_value(); !s) return s;
     o.profile = std::string(value);
   } else if (key == "verify") {
-    if (value == "changed") o.verify = VerifyMode::changed;
-    else if (value == "always") o.verify = VerifyMode::always;
-    else return make_error(EINVAL, "verify must be 'changed' or 'always', not '" + std::string(value) + "'");
+    if (value == "changed")
+      o.verify = VerifyMode::changed;
+    else if (value == "always")
+      o.verify = VerifyMode::always;
+    else
+      return make_error(EINVAL, "verify must be 'changed' or 'always', not '" + std::string(value) + "'");
   } else if (key == "durability") {
-    if (value == "fsync") o.durability = Durability::fsync;
-    else if (value == "none") o.durability = Durability::none;
-    else return make_error(EINVAL, "durability must be 'fsync' or 'none', not '" + std::string(value) + "'");
+    if (value == "fsync")
+      o.durability = Durability::fsync;
+    else if (value == "none")
+      o.durability = Durability::none;
+    else
+      return make_error(EINVAL, "durability must be 'fsync' or 'none', not '" + std::string(value) + "'");
   } else if (key == "cache_timeout") {
     if (auto s = need_value(); !s) return s;
     auto seconds = parse_seconds(value);
@@ -84,7 +98,8 @@ Status apply_one(std::string_view opt, MountOptions& o) {
     o.cache_timeout = *seconds;
   } else if (key == "cuda_validate") {
     if (auto mode = parse_cuda_mode(value); !mode)
-      return make_error(EINVAL, "cuda_validate must be off, structural or driver, not '" + std::string(value) + "'");
+      return make_error(EINVAL,
+                        "cuda_validate must be off, structural or driver, not '" + std::string(value) + "'");
     o.cuda_validate = std::string(value);
   } else if (!has_value && contains(kIgnored, key)) {
     // fstab noise, see kIgnored.
@@ -103,8 +118,10 @@ Status apply_one(std::string_view opt, MountOptions& o) {
     o.conn_options.emplace_back(opt);
   } else if (!has_value && contains(kFuseFlags, key)) {
     if (key == "allow_other") o.allow_other = true;
-    if (key == "debug") o.debug = true;
-    else o.fuse_options.emplace_back(key);
+    if (key == "debug")
+      o.debug = true;
+    else
+      o.fuse_options.emplace_back(key);
   } else if (has_value && contains(kFuseValued, key)) {
     if (auto s = need_value(); !s) return s;
     if (key == "max_read") {

@@ -3,11 +3,10 @@
 // compound literal).
 #pragma once
 
+#include <fuse_lowlevel.h>
 #include <sys/types.h>
 
 #include <cstddef>
-
-#include <fuse_lowlevel.h>
 
 namespace sealfs::fs {
 

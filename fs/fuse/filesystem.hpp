@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
+#include "core/base/unique_fd.hpp"
 #include "core/store/store.hpp"
 #include "core/verify/verifier.hpp"
-#include "core/base/unique_fd.hpp"
 #include "fs/fuse/handle_table.hpp"
 #include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/invalidator.hpp"
@@ -25,7 +25,7 @@ namespace sealfs::fs {
 
 struct FileHandle {
   UniqueFd fd;
-  InodeRef inode;       // keeps the O_PATH fd for seal/abandon after the kernel forgets it
+  InodeRef inode;        // keeps the O_PATH fd for seal/abandon after the kernel forgets it
   bool tracked = false;  // counted in WriterTracking (a write handle outside volatile areas)
   std::atomic<bool> abandoned{false};
   // Every close(2) of a descriptor sends FLUSH before the last RELEASE. A
@@ -74,7 +74,7 @@ struct Filesystem {
   Invalidator invalidator;
   HandleTable<FileHandle> files;
   HandleTable<DirHandle> dirs;
-  double cache_timeout = 1.0;  // seconds, for sealed and verified objects
+  double cache_timeout = 1.0;    // seconds, for sealed and verified objects
   bool chown_to_caller = false;  // running as root: created objects belong to the caller
   // -o max_write=, async_read, …: applied to the connection in init.
   std::unique_ptr<fuse_conn_info_opts, ConnOptsDeleter> conn_opts;

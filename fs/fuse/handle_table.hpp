@@ -69,7 +69,8 @@ class HandleTable {
 #ifdef SEALFS_TSAN
     // A request answered just before RELEASE may still be leaving its
     // handler: wait (bounded) for it to let go, then take its release.
-    for (int i = 0; i < 1000 && handle.use_count() > 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int i = 0; i < 1000 && handle.use_count() > 1; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     __tsan_acquire(handle.get());
 #endif
     return handle;

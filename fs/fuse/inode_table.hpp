@@ -21,8 +21,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "core/store/store.hpp"
 #include "core/base/unique_fd.hpp"
+#include "core/store/store.hpp"
 
 namespace sealfs::fs {
 
@@ -94,8 +94,8 @@ class InodeTable {
   // closed once the last request using it lets go of the reference).
   void forget(fuse_ino_t id, std::uint64_t nlookup);
 
-  InodeRef get(fuse_ino_t id) const;                 // nullptr when unknown
-  InodeRef find(dev_t dev, ino_t ino) const;         // nullptr when not looked up
+  InodeRef get(fuse_ino_t id) const;          // nullptr when unknown
+  InodeRef find(dev_t dev, ino_t ino) const;  // nullptr when not looked up
   std::size_t size() const;
 
  private:

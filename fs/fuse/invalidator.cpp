@@ -61,7 +61,8 @@ void Invalidator::send(const Invalidation& event) {
   // the inode table need nothing (ENOENT from the kernel is normal as well).
   if (!event.name.empty()) {
     if (InodeRef parent = inodes_.find(event.parent_dev, event.parent_ino)) {
-      const int rc = fuse_lowlevel_notify_inval_entry(session_, parent->id, event.name.data(), event.name.size());
+      const int rc =
+          fuse_lowlevel_notify_inval_entry(session_, parent->id, event.name.data(), event.name.size());
       if (rc != 0 && rc != -ENOENT)
         syslog(LOG_DEBUG, "sealfs: inval_entry %s: %s", event.name.c_str(), std::strerror(-rc));
     }

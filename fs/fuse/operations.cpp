@@ -71,7 +71,9 @@ void guarded_noreply(fuse_req_t req, Fn&& fn) {
 
 int errno_or(int fallback) { return errno != 0 ? errno : fallback; }
 
-void reply_error(fuse_req_t req, const Error& error) { fuse_reply_err(req, error.code > 0 ? error.code : EIO); }
+void reply_error(fuse_req_t req, const Error& error) {
+  fuse_reply_err(req, error.code > 0 ? error.code : EIO);
+}
 
 // Sealed and verified objects are immutable through the mount: the kernel may
 // cache them for cache_timeout (and is told when that stops being true).
@@ -93,7 +95,9 @@ double timeout_for(const Filesystem& fs, ObjectKind kind, mode_t mode) {
   }
 }
 
-bool is_sealed(ObjectKind kind) { return kind == ObjectKind::sealed_file || kind == ObjectKind::file_in_entry; }
+bool is_sealed(ObjectKind kind) {
+  return kind == ObjectKind::sealed_file || kind == ObjectKind::file_in_entry;
+}
 
 std::string proc_fd_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
 
@@ -272,7 +276,8 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
       if (int e = stat_fd(pfd, st)) return (void)fuse_reply_err(req, e);
       if (S_ISLNK(st.st_mode)) return (void)fuse_reply_err(req, EOPNOTSUPP);  // as lchmod(2) on Linux
       // fchmod does not work on O_PATH fds; the /proc link names exactly this object.
-      const int rc = hfd >= 0 ? ::fchmod(hfd, attr->st_mode) : ::chmod(proc_fd_path(pfd).c_str(), attr->st_mode);
+      const int rc =
+          hfd >= 0 ? ::fchmod(hfd, attr->st_mode) : ::chmod(proc_fd_path(pfd).c_str(), attr->st_mode);
       if (rc != 0) return (void)fuse_reply_err(req, errno_or(EIO));
     }
     if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
@@ -291,11 +296,16 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
     }
     if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
       struct timespec tv[2] = {{0, UTIME_OMIT}, {0, UTIME_OMIT}};
-      if (to_set & FUSE_SET_ATTR_ATIME_NOW) tv[0].tv_nsec = UTIME_NOW;
-      else if (to_set & FUSE_SET_ATTR_ATIME) tv[0] = attr->st_atim;
-      if (to_set & FUSE_SET_ATTR_MTIME_NOW) tv[1].tv_nsec = UTIME_NOW;
-      else if (to_set & FUSE_SET_ATTR_MTIME) tv[1] = attr->st_mtim;
-      const int rc = hfd >= 0 ? ::futimens(hfd, tv) : ::utimensat(pfd, "", tv, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+      if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+        tv[0].tv_nsec = UTIME_NOW;
+      else if (to_set & FUSE_SET_ATTR_ATIME)
+        tv[0] = attr->st_atim;
+      if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+        tv[1].tv_nsec = UTIME_NOW;
+      else if (to_set & FUSE_SET_ATTR_MTIME)
+        tv[1] = attr->st_mtim;
+      const int rc =
+          hfd >= 0 ? ::futimens(hfd, tv) : ::utimensat(pfd, "", tv, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
       if (rc != 0) return (void)fuse_reply_err(req, errno_or(EIO));
     }
     if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
@@ -324,8 +334,8 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino) {
 
 // ---- creation and removal ------------------------------------------------------
 
-void reply_created(fuse_req_t req, Filesystem& fs, const InodeRef& dir, std::string_view name, Result<Found> found,
-                   mode_t mode) {
+void reply_created(fuse_req_t req, Filesystem& fs, const InodeRef& dir, std::string_view name,
+                   Result<Found> found, mode_t mode) {
   if (!found) return reply_error(req, found.error());
   give_to_caller(fs, req, dir->path_fd()->get(), *found, mode);
   reply_entry(req, fs, std::move(*found), *dir, name);
@@ -517,14 +527,16 @@ bool still_verified(Filesystem& fs, FileHandle& handle) {
     std::lock_guard lock(handle.stamp_mu);
     if (now == handle.verified) return true;
   }
-  auto fresh = fs.store->open_file(handle.inode->path_fd()->get(), O_RDONLY, handle.inode->last_seen().hint());
+  auto fresh =
+      fs.store->open_file(handle.inode->path_fd()->get(), O_RDONLY, handle.inode->last_seen().hint());
   if (!fresh) {
     syslog(LOG_WARNING, "sealfs: read of a file changed behind the mount refused: %s",
            fresh.error().message.c_str());
     return false;
   }
   struct stat again {};
-  if (stat_fd(fresh->get(), again) != 0 || again.st_dev != st.st_dev || again.st_ino != st.st_ino) return false;
+  if (stat_fd(fresh->get(), again) != 0 || again.st_dev != st.st_dev || again.st_ino != st.st_ino)
+    return false;
   std::lock_guard lock(handle.stamp_mu);
   handle.verified = Stamp::of(again);
   return true;
@@ -739,7 +751,8 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) 
     InodeRef inode = inode_or_reply(req, ino);
     if (!inode) return;
     if (reserved_xattr(name)) {
-      if (ino == FUSE_ROOT_ID && name == kStatusXattr) return reply_xattr_value(req, fs.store->metrics().to_json(), size);
+      if (ino == FUSE_ROOT_ID && name == kStatusXattr)
+        return reply_xattr_value(req, fs.store->metrics().to_json(), size);
       return (void)fuse_reply_err(req, ENODATA);
     }
     const auto pfd_ref = inode->path_fd();  // held while the /proc path is in use
@@ -799,7 +812,8 @@ void change_xattr(fuse_req_t req, fuse_ino_t ino, const char* name, Change chang
   });
 }
 
-void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
+                 int flags) {
   change_xattr(req, ino, name, [&](const char* path) { return ::setxattr(path, name, value, size, flags); });
 }
 

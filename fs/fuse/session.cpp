@@ -9,10 +9,10 @@
 
 #include <cerrno>
 #include <charconv>
-#include <iterator>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -181,8 +181,8 @@ int run_mount(const MountOptions& options, std::ostream& err) {
   StoreOptions store_options;
   store_options.durability = options.durability;
   store_options.verify = options.verify;
-  store_options.verdict_ttl =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(options.cache_timeout));
+  store_options.verdict_ttl = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(options.cache_timeout));
   store_options.validators = default_validators(options.cuda_validate);
   fs.attach_hooks(store_options);
 #ifdef SEALFS_FAULT_INJECTION

@@ -92,7 +92,9 @@ std::optional<LastClose> WriterTracking::released(dev_t dev, ino_t ino, HandleEn
   s.abandoned = s.abandoned || (end.abandoned && (end.changed || (end.made && !end.closed_normally)));
   if (--s.writers > 0) return std::nullopt;
   ++s.sealing;
-  const LastClose what = !s.changed ? LastClose::untouched : s.abandoned ? LastClose::abandon : LastClose::seal;
+  const LastClose what = !s.changed    ? LastClose::untouched
+                         : s.abandoned ? LastClose::abandon
+                                       : LastClose::seal;
   s.changed = false;
   s.abandoned = false;
   return what;

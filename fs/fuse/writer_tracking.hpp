@@ -92,7 +92,7 @@ class WriterTracking {
  private:
   struct State {
     unsigned writers = 0;
-    unsigned sealing = 0;  // seals/abandons under way after a last release
+    unsigned sealing = 0;    // seals/abandons under way after a last release
     bool changed = false;    // made or changed by a handle: needs a seal
     bool abandoned = false;  // a changing handle was abandoned
   };

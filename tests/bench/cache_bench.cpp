@@ -21,7 +21,6 @@
 //
 // Figures depend on the machine and its load: this is run by hand, never by
 // ctest. Needs FUSE (root or fusermount3) and, for the bindfs column, bindfs.
-#include <CLI/CLI.hpp>
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -32,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -398,7 +398,8 @@ double time_save(const Config& cfg, const Target& t, const std::vector<EntryFile
     prepare_cache(m.root(), kNs);
     const bool careful = t.kind == Kind::kPlainFsync;
     const auto start = Clock::now();
-    for (std::size_t i = 0; i < entries.size(); ++i) save_entry(m.root(), kNs, key_name(i), entries[i], careful);
+    for (std::size_t i = 0; i < entries.size(); ++i)
+      save_entry(m.root(), kNs, key_name(i), entries[i], careful);
     elapsed = seconds_since(start);
   }
   remove_tree(backing);
@@ -415,7 +416,8 @@ std::uint64_t load_all(const fsys::path& root, std::size_t n, std::size_t page) 
 // Writes count small TileLang-shaped entries directly into store/rel and
 // seals each as a directory entry offline (`sealfs adopt`, trust on first
 // use; no fsync: this is setup, not what is measured).
-void add_adopted_entries(const Config& cfg, const fsys::path& store, const std::string& rel, std::size_t count) {
+void add_adopted_entries(const Config& cfg, const fsys::path& store, const std::string& rel,
+                         std::size_t count) {
   const fsys::path dir = store / rel;
   make_dirs(dir);
   const EntryShape tiny{64, 64, 256, 64};
@@ -442,7 +444,8 @@ void build_load_store(const Config& cfg, const Target& sealfs, const fsys::path&
   {
     Mounted m(cfg, sealfs, store, cfg.work / "mnt");
     prepare_cache(m.root(), kNs);
-    for (std::size_t i = 0; i < entries.size(); ++i) save_entry(m.root(), kNs, key_name(i), entries[i], false);
+    for (std::size_t i = 0; i < entries.size(); ++i)
+      save_entry(m.root(), kNs, key_name(i), entries[i], false);
   }
   add_adopted_entries(cfg, store, "big/kernels", cfg.readdir_entries);
 }
@@ -500,7 +503,8 @@ void scale_phase(const Config& cfg, Results& r, const std::vector<Target>& targe
     if ((i + 1) % batch == 0 && i + 1 < cfg.scale) {
       const long now = rss_kib(m.pid());
       if (drops == 0) {
-        r.scalars["sealfs rss holding " + std::to_string(2 * batch) + " inodes (MiB)"] = static_cast<double>(now) / mib;
+        r.scalars["sealfs rss holding " + std::to_string(2 * batch) + " inodes (MiB)"] =
+            static_cast<double>(now) / mib;
       }
       peak = std::max(peak, now);
       std::ofstream("/proc/sys/vm/drop_caches") << "2\n";
@@ -512,7 +516,8 @@ void scale_phase(const Config& cfg, Results& r, const std::vector<Target>& targe
   r.scalars["kernel cache drops during the lookups"] = drops;
   r.scalars["sealfs rss after lookups (MiB)"] = static_cast<double>(end) / mib;
   r.scalars["sealfs rss peak seen (MiB)"] = static_cast<double>(std::max(peak, end)) / mib;
-  if (found != cfg.scale) throw std::runtime_error("scale: only " + std::to_string(found) + " entries visible");
+  if (found != cfg.scale)
+    throw std::runtime_error("scale: only " + std::to_string(found) + " entries visible");
 }
 
 // ---- output ---------------------------------------------------------------------
@@ -556,8 +561,8 @@ void print_table(const Results& r, const std::vector<Target>& targets, std::ostr
 }
 
 void print_json(const Config& cfg, const Results& r, std::ostream& out) {
-  out << "{\"entries\":" << cfg.entries << ",\"readdir_entries\":" << cfg.readdir_entries << ",\"runs\":" << cfg.runs
-      << ",\"sealfs_options\":\"" << cfg.sealfs_options << "\",\"operations\":{";
+  out << "{\"entries\":" << cfg.entries << ",\"readdir_entries\":" << cfg.readdir_entries
+      << ",\"runs\":" << cfg.runs << ",\"sealfs_options\":\"" << cfg.sealfs_options << "\",\"operations\":{";
   bool first_op = true;
   for (const auto& op : r.op_order) {
     out << (first_op ? "" : ",") << "\"" << op << "\":{";
@@ -588,7 +593,9 @@ void raise_fd_limit_for_daemons() {
   if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
   const rlim_t want = 1u << 20;
   if (lim.rlim_max < want) {
-    struct rlimit more{want, want};
+    struct rlimit more {
+      want, want
+    };
     if (::setrlimit(RLIMIT_NOFILE, &more) == 0) return;
   }
   lim.rlim_cur = lim.rlim_max;
@@ -607,9 +614,11 @@ int run_bench(Config cfg) {
   targets.push_back(sealfs);
   for (const auto& v : cfg.variants) {
     const auto eq = v.find('=');
-    if (eq == std::string::npos || eq == 0) throw std::runtime_error("--variant " + v + ": expected NAME=BINARY[|OPTIONS]");
+    if (eq == std::string::npos || eq == 0)
+      throw std::runtime_error("--variant " + v + ": expected NAME=BINARY[|OPTIONS]");
     const auto bar = v.find('|', eq);
-    targets.push_back({Kind::kSealfs, v.substr(0, eq), v.substr(eq + 1, bar == std::string::npos ? bar : bar - eq - 1),
+    targets.push_back({Kind::kSealfs, v.substr(0, eq),
+                       v.substr(eq + 1, bar == std::string::npos ? bar : bar - eq - 1),
                        bar == std::string::npos ? cfg.sealfs_options : v.substr(bar + 1)});
   }
   if (!cfg.only.empty()) {
@@ -647,7 +656,8 @@ int run_bench(Config cfg) {
   }
   if (cfg.scale > 0) scale_phase(cfg, r, targets, sealfs);
   const double lib_bytes = static_cast<double>(cfg.entries * shape.lib);
-  r.scalars["cold load budget: plain + libs at 1.5 GB/s (s)"] = r.med("cold load", "plain") + lib_bytes / 1.5e9;
+  r.scalars["cold load budget: plain + libs at 1.5 GB/s (s)"] =
+      r.med("cold load", "plain") + lib_bytes / 1.5e9;
   if (r.med("save", "floor") > 0 && r.med("save", "plain") > 0 && r.med("save", "plain+fsync") > 0) {
     // fuse_floor does not fsync: what R1's fsyncs add on the plain directory,
     // added to the floor's save, is the least any durable FUSE layer can take.
@@ -657,7 +667,8 @@ int run_bench(Config cfg) {
   if (cfg.json) {
     print_json(cfg, r, std::cout);
   } else {
-    std::cout << cfg.entries << " entries (24 KiB + 8 KiB sources, 512 KiB library, 300 B params), listing of "
+    std::cout << cfg.entries
+              << " entries (24 KiB + 8 KiB sources, 512 KiB library, 300 B params), listing of "
               << cfg.readdir_entries << ", " << cfg.runs << " runs, sealfs -o " << cfg.sealfs_options << "\n";
     print_table(r, targets, std::cout);
   }
@@ -673,17 +684,23 @@ int main(int argc, char** argv) {
   CLI::App app{"sealfs kernel-cache benchmark: plain vs bindfs vs sealfs", "cache_bench"};
   std::string work;
   app.add_option("--entries", cfg.entries, "entries saved and loaded per run")->capture_default_str();
-  app.add_option("--readdir-entries", cfg.readdir_entries, "entries in the listed kernels/")->capture_default_str();
-  app.add_option("--scale", cfg.scale, "entries of the mount-time and RSS store (0: skip)")->capture_default_str();
-  app.add_option("--runs", cfg.runs, "runs (medians are reported)")->capture_default_str()->check(CLI::Range(1, 100));
+  app.add_option("--readdir-entries", cfg.readdir_entries, "entries in the listed kernels/")
+      ->capture_default_str();
+  app.add_option("--scale", cfg.scale, "entries of the mount-time and RSS store (0: skip)")
+      ->capture_default_str();
+  app.add_option("--runs", cfg.runs, "runs (medians are reported)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   app.add_option("--sealfs", cfg.sealfs, "the sealfs binary")->capture_default_str();
   app.add_option("--sealfs-options", cfg.sealfs_options, "sealfs -o list")->capture_default_str();
   app.add_option("--bindfs", cfg.bindfs, "the bindfs binary")->capture_default_str();
   app.add_flag("!--no-bindfs", cfg.with_bindfs, "leave bindfs out");
   app.add_option("--fuse-floor", cfg.fuse_floor, "the fuse_floor binary")->capture_default_str();
-  app.add_flag("!--no-floor", cfg.with_floor,
-               "leave out the floor columns (fuse_floor: FUSE with no checks; -noopen: without OPEN/RELEASE)");
-  app.add_option("--targets", cfg.only, "run only these columns (plain, plain+fsync, bindfs, sealfs, variants)")
+  app.add_flag(
+      "!--no-floor", cfg.with_floor,
+      "leave out the floor columns (fuse_floor: FUSE with no checks; -noopen: without OPEN/RELEASE)");
+  app.add_option("--targets", cfg.only,
+                 "run only these columns (plain, plain+fsync, bindfs, sealfs, variants)")
       ->delimiter(',');
   app.add_option("--variant", cfg.variants,
                  "NAME=BINARY[|OPTIONS]: one more sealfs column (another build, other -o options)");

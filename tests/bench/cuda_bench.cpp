@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "core/cuda/cuda.hpp"
 #include "core/base/unique_fd.hpp"
+#include "core/cuda/cuda.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace {
@@ -149,7 +149,8 @@ int main(int argc, char** argv) {
     const auto stop = std::chrono::steady_clock::now();
     cpu_runs.push_back(cpu_now() - cpu_start);
     if (!check || !check->sound) {
-      std::cerr << "FAIL: synthetic library judged broken: " << (check ? check->reason : check.error().message) << '\n';
+      std::cerr << "FAIL: synthetic library judged broken: "
+                << (check ? check->reason : check.error().message) << '\n';
       return 1;
     }
     images = check->images.size();
@@ -158,10 +159,11 @@ int main(int argc, char** argv) {
   std::sort(runs.begin(), runs.end());
   std::sort(cpu_runs.begin(), cpu_runs.end());
   const double median = cpu_runs[cpu_runs.size() / 2];
-  std::printf("cuda structural check: %.1f MiB, %zu images; CPU median %.2f ms (min %.2f, max %.2f); "
-              "wall median %.2f ms (min %.2f); budget %.0f ms CPU\n",
-              static_cast<double>(image.size()) / kMiB, images, median, cpu_runs.front(), cpu_runs.back(),
-              runs[runs.size() / 2], runs.front(), budget_ms);
+  std::printf(
+      "cuda structural check: %.1f MiB, %zu images; CPU median %.2f ms (min %.2f, max %.2f); "
+      "wall median %.2f ms (min %.2f); budget %.0f ms CPU\n",
+      static_cast<double>(image.size()) / kMiB, images, median, cpu_runs.front(), cpu_runs.back(),
+      runs[runs.size() / 2], runs.front(), budget_ms);
   if (median > budget_ms) {
     std::printf("FAIL: over budget\n");
     return 1;

@@ -145,7 +145,8 @@ Rate bench_file(int fd, std::uint64_t bytes, int reps) {
     sealfs::Result<sealfs::FileDigest> res = sealfs::make_error(EIO, "not run");
     auto [cpu, wall] = timed([&] { res = sealfs::sha256_fd(fd, &counted); });
     if (!res.ok() || res->size != bytes || counted != bytes) {
-      std::fprintf(stderr, "sha256_fd failed or short: %s\n", res.ok() ? "short" : res.error().message.c_str());
+      std::fprintf(stderr, "sha256_fd failed or short: %s\n",
+                   res.ok() ? "short" : res.error().message.c_str());
       return {};
     }
     best.cpu = std::max(best.cpu, mb_per_s(bytes, cpu));
@@ -213,21 +214,25 @@ bool parse_args(int argc, char** argv, Options* opt) {
 int main(int argc, char** argv) {
   Options opt;
   if (!parse_args(argc, argv, &opt)) {
-    std::fprintf(stderr,
-                 "usage: %s [--mem-bytes N] [--file-bytes N] [--dir D] [--reps R] [--no-openssl]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--mem-bytes N] [--file-bytes N] [--dir D] [--reps R] [--no-openssl]\n",
+                 argv[0]);
     return 2;
   }
 
   Rate mem = bench_memory(opt.mem_bytes, opt.reps);
-  std::printf("sealfs Sha256Hasher, memory, 1 MiB blocks: %8.1f MB/s per CPU s, %8.1f MB/s wall  (%llu MiB, best of %d)\n",
-              mem.cpu, mem.wall, static_cast<unsigned long long>(opt.mem_bytes >> 20), opt.reps);
+  std::printf(
+      "sealfs Sha256Hasher, memory, 1 MiB blocks: %8.1f MB/s per CPU s, %8.1f MB/s wall  (%llu MiB, best of "
+      "%d)\n",
+      mem.cpu, mem.wall, static_cast<unsigned long long>(opt.mem_bytes >> 20), opt.reps);
 
   auto file = make_cached_file(opt.dir, opt.file_bytes);
   if (!file) return 1;
   Rate from_file = bench_file(file->get(), opt.file_bytes, opt.reps);
   if (from_file.cpu == 0) return 1;
-  std::printf("sealfs sha256_fd, page-cached file:        %8.1f MB/s per CPU s, %8.1f MB/s wall  (%llu MiB, best of %d)\n",
-              from_file.cpu, from_file.wall, static_cast<unsigned long long>(opt.file_bytes >> 20), opt.reps);
+  std::printf(
+      "sealfs sha256_fd, page-cached file:        %8.1f MB/s per CPU s, %8.1f MB/s wall  (%llu MiB, best of "
+      "%d)\n",
+      from_file.cpu, from_file.wall, static_cast<unsigned long long>(opt.file_bytes >> 20), opt.reps);
 
   if (!opt.openssl) return 0;
   auto ref = openssl_speed();

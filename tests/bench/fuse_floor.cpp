@@ -14,6 +14,7 @@
 // write opens; reads of sealed files are checked at open).
 #include <dirent.h>
 #include <fcntl.h>
+#include <fuse_lowlevel.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,8 +27,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <fuse_lowlevel.h>
 
 #include "core/base/unique_fd.hpp"
 #include "fs/fuse/fd_bufvec.hpp"
@@ -100,7 +99,8 @@ void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) 
 
 void ll_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
   Floor& f = floor_of(req);
-  const int fd = ::openat(fd_of(f, parent), name, (fi->flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC) & ~O_APPEND, mode);
+  const int fd =
+      ::openat(fd_of(f, parent), name, (fi->flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC) & ~O_APPEND, mode);
   if (fd < 0) return (void)fuse_reply_err(req, errno);
   fuse_entry_param e{};
   if (int err = entry_of(f, fd_of(f, parent), name, e)) {
@@ -230,7 +230,8 @@ void ll_readdir(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse
     struct stat st {};
     st.st_ino = de->d_ino;
     st.st_mode = static_cast<mode_t>(de->d_type) << 12;
-    const std::size_t n = fuse_add_direntry(req, buf.data() + used, size - used, de->d_name, &st, ::telldir(d));
+    const std::size_t n =
+        fuse_add_direntry(req, buf.data() + used, size - used, de->d_name, &st, ::telldir(d));
     if (n > size - used) {
       ::seekdir(d, here);
       break;

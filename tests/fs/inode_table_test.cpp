@@ -1,9 +1,10 @@
+#include "fs/fuse/inode_table.hpp"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include "fs/fuse/handle_table.hpp"
-#include "fs/fuse/inode_table.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace sealfs::fs {
@@ -90,7 +91,7 @@ TEST_F(InodeTableTest, SeenAtGivesAHintThatOutlivesTheNextSighting) {
   EXPECT_EQ(seen.hint().dir_fd, root->path_fd()->get());
   EXPECT_EQ(seen.hint().name, "a");
   a->seen_at(root->path_fd(), "renamed");  // a rename through the mount
-  EXPECT_EQ(seen.hint().name, "a");         // the copy a request holds stays as it was
+  EXPECT_EQ(seen.hint().name, "a");        // the copy a request holds stays as it was
   EXPECT_EQ(a->last_seen().hint().name, "renamed");
 }
 

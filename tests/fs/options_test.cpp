@@ -1,13 +1,14 @@
-#include <gtest/gtest.h>
-
 #include "fs/cli/options.hpp"
+
+#include <gtest/gtest.h>
 
 namespace sealfs::fs {
 namespace {
 
 TEST(MountOptionsTest, SealfsOptionsAreParsed) {
   MountOptions o;
-  ASSERT_TRUE(apply_option_list("profile=tilelang,verify=always,durability=none,cache_timeout=2.5,cuda_validate=off", o));
+  ASSERT_TRUE(apply_option_list(
+      "profile=tilelang,verify=always,durability=none,cache_timeout=2.5,cuda_validate=off", o));
   EXPECT_EQ(o.profile, "tilelang");
   EXPECT_EQ(o.verify, VerifyMode::always);
   EXPECT_EQ(o.durability, Durability::none);
@@ -35,7 +36,8 @@ TEST(MountOptionsTest, BadValuesAreRefused) {
 TEST(MountOptionsTest, MountFuse3NoiseIsAcceptedAndFuseOptionsPassThrough) {
   // What mount.fuse3 hands over for an fstab line "B M fuse.sealfs profile=tilelang,nofail 0 0".
   MountOptions o;
-  ASSERT_TRUE(apply_option_list("rw,nosuid,nodev,relatime,nofail,_netdev,x-systemd.automount,profile=tilelang", o));
+  ASSERT_TRUE(
+      apply_option_list("rw,nosuid,nodev,relatime,nofail,_netdev,x-systemd.automount,profile=tilelang", o));
   EXPECT_EQ(o.profile, "tilelang");
   // relatime cannot be set on a FUSE mount by libfuse 3.14: accepted, dropped.
   EXPECT_EQ(o.fuse_options, (std::vector<std::string>{"rw", "nosuid", "nodev"}));
@@ -48,8 +50,8 @@ TEST(MountOptionsTest, ConnectionOptionsAreKeptApartFromMountOptions) {
   EXPECT_EQ(o.conn_options, (std::vector<std::string>{"max_write=131072", "async_read", "no_remote_lock"}));
   EXPECT_EQ(o.max_read, 65536u);
   EXPECT_EQ(o.fuse_options, (std::vector<std::string>{"max_read=65536"}));
-  for (const char* bad : {"max_write=", "max_write=big", "max_background=-1", "max_readahead=1k", "max_read=x",
-                          "readdirplus=maybe"}) {
+  for (const char* bad : {"max_write=", "max_write=big", "max_background=-1", "max_readahead=1k",
+                          "max_read=x", "readdirplus=maybe"}) {
     MountOptions b;
     EXPECT_EQ(apply_option_list(bad, b).code(), EINVAL) << bad;
   }

@@ -1,3 +1,5 @@
+#include "fs/fuse/writer_tracking.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -6,8 +8,6 @@
 #include <memory>
 #include <string>
 #include <thread>
-
-#include "fs/fuse/writer_tracking.hpp"
 
 namespace sealfs::fs {
 namespace {

@@ -46,15 +46,28 @@ namespace {
 using sealfs::FileRecord;
 using sealfs::Manifest;
 
-constexpr const char* kNames[] = {
-    "a", "b", "kernel_lib.so", "device_kernel.cu", "params.pkl", "sub", "kernels", "tmp", ".staging",
-    "launcher.cpp", "x.src", ".sealfs-manifest", ".sealfs-manifest.a", ".sealfs-manifest.kernel_lib.so",
-    ".sealfs", "caf\xc3\xa9", "l"};
+constexpr const char* kNames[] = {"a",
+                                  "b",
+                                  "kernel_lib.so",
+                                  "device_kernel.cu",
+                                  "params.pkl",
+                                  "sub",
+                                  "kernels",
+                                  "tmp",
+                                  ".staging",
+                                  "launcher.cpp",
+                                  "x.src",
+                                  ".sealfs-manifest",
+                                  ".sealfs-manifest.a",
+                                  ".sealfs-manifest.kernel_lib.so",
+                                  ".sealfs",
+                                  "caf\xc3\xa9",
+                                  "l"};
 constexpr std::size_t kNameCount = sizeof kNames / sizeof kNames[0];
 
 constexpr const char* kTargets[] = {
-    "a", "kernel_lib.so", "../a", "../../outside/secret", "/etc/passwd", "sub/../..", ".", "..", "sub", "l",
-    "../../../../../../../../tmp", ".sealfs-manifest", "./a/../b", "fifo"};
+    "a",  "kernel_lib.so", "../a", "../../outside/secret",        "/etc/passwd",      "sub/../..", ".",
+    "..", "sub",           "l",    "../../../../../../../../tmp", ".sealfs-manifest", "./a/../b",  "fifo"};
 constexpr std::size_t kTargetCount = sizeof kTargets / sizeof kTargets[0];
 
 struct Reader {
@@ -141,7 +154,8 @@ std::optional<FileRecord> record_of(int dir_fd, const std::string& name, std::ui
     if (fd < 0) return std::nullopt;
     std::string content;
     char buf[512];
-    for (ssize_t got; (got = ::read(fd, buf, sizeof buf)) > 0;) content.append(buf, static_cast<std::size_t>(got));
+    for (ssize_t got; (got = ::read(fd, buf, sizeof buf)) > 0;)
+      content.append(buf, static_cast<std::size_t>(got));
     ::close(fd);
     r.size = content.size();
     if ((spoil & 1) == 0) r.sha256 = sealfs::sha256_of(content);
@@ -207,16 +221,19 @@ void build_tree(Reader& in, const std::string& b) {
           m.files[n] = *r;
         }
         const std::string text = sealfs::serialize_manifest(m);
-        const std::string file = op == 4 ? std::string(".sealfs-manifest")
-                                         : sealfs::sidecar_name(m.files.empty() ? "a" : m.files.begin()->first);
+        const std::string file = op == 4
+                                     ? std::string(".sealfs-manifest")
+                                     : sealfs::sidecar_name(m.files.empty() ? "a" : m.files.begin()->first);
         // arg bit 1: a BOM in front; bit 2: a byte flipped somewhere.
         std::string out = (arg & 2) ? "\xEF\xBB\xBF" + text : text;
-        if ((arg & 4) && !out.empty()) out[arg % out.size()] = static_cast<char>(out[arg % out.size()] ^ 0x80);
+        if ((arg & 4) && !out.empty())
+          out[arg % out.size()] = static_cast<char>(out[arg % out.size()] ^ 0x80);
         write_bytes(pfd, file.c_str(), out);
         break;
       }
       case 6:
-        write_bytes(pfd, (arg & 1) ? ".sealfs-manifest" : (std::string(".sealfs-manifest.") + name).c_str(), payload);
+        write_bytes(pfd, (arg & 1) ? ".sealfs-manifest" : (std::string(".sealfs-manifest.") + name).c_str(),
+                    payload);
         break;
       case 7: {
         // Never through a symlink: the harness itself must not touch outside.
@@ -289,7 +306,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       walk(**store, (*store)->root_fd(), 0);
       auto checked = (*store)->fsck(false);
       auto repaired = (*store)->fsck(true);
-      if (checked && repaired && repaired->quarantined > checked->invalid + checked->foreign + 64) std::abort();
+      if (checked && repaired && repaired->quarantined > checked->invalid + checked->foreign + 64)
+        std::abort();
       walk(**store, (*store)->root_fd(), 0);
     }
   }

@@ -13,6 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!fatbin.ok()) return 0;
   if (fatbin->total_size > size) std::abort();
   for (const auto& entry : fatbin->entries)
-    if (!sealfs::cuda_detail::in_bounds(fatbin->total_size, entry.payload_offset, entry.payload_size)) std::abort();
+    if (!sealfs::cuda_detail::in_bounds(fatbin->total_size, entry.payload_offset, entry.payload_size))
+      std::abort();
   return 0;
 }

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "core/base/unique_fd.hpp"
 #include "core/cuda/cuda.hpp"
 #include "core/cuda/driver.hpp"
-#include "core/base/unique_fd.hpp"
 
 namespace {
 
@@ -33,7 +33,9 @@ std::vector<std::byte> read_all(const std::string& path) {
 }
 
 sealfs::CudaLoadable::Form form_of(const std::string& path) {
-  auto ends = [&](std::string_view ext) { return path.size() >= ext.size() && path.substr(path.size() - ext.size()) == ext; };
+  auto ends = [&](std::string_view ext) {
+    return path.size() >= ext.size() && path.substr(path.size() - ext.size()) == ext;
+  };
   if (ends(".ptx")) return sealfs::CudaLoadable::Form::ptx;
   if (ends(".fatbin")) return sealfs::CudaLoadable::Form::fatbin;
   return sealfs::CudaLoadable::Form::cubin;

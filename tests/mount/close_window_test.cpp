@@ -54,8 +54,8 @@ class CloseWindow : public ::testing::Test {
     const std::string sidecar = b(dir + ".sealfs-manifest." + name);
     const bool sealed = eventually([&] {
       auto manifest = parse_manifest(read_file(sidecar).value_or(""));
-      return manifest && manifest->files.count(name) != 0 && manifest->files.at(name).sha256 == sha256_of(data) &&
-             manifest->accept.empty();
+      return manifest && manifest->files.count(name) != 0 &&
+             manifest->files.at(name).sha256 == sha256_of(data) && manifest->accept.empty();
     });
     EXPECT_TRUE(sealed) << rel << " is not sealed with its content";
   }
@@ -224,7 +224,8 @@ TEST_F(CloseWindow, ManyRsyncSequencesAtOnce) {
         for (int i = 0; i < 25; ++i) {
           const std::string name = "f" + std::to_string(t) + "_" + std::to_string(i);
           const std::string tmp = m("rs/." + name + ".tmp");
-          const std::string data = content(static_cast<char>('a' + i), 8 * 1024 + static_cast<std::size_t>(i) * 997);
+          const std::string data =
+              content(static_cast<char>('a' + i), 8 * 1024 + static_cast<std::size_t>(i) * 997);
           {
             UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
             if (!fd || ::write(fd.get(), data.data(), data.size()) != static_cast<ssize_t>(data.size())) {
@@ -233,8 +234,9 @@ TEST_F(CloseWindow, ManyRsyncSequencesAtOnce) {
             }
           }
           const struct timespec times[2] = {{1600000000, 0}, {1600000000, 0}};
-          if (::utimensat(AT_FDCWD, tmp.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0 || ::chmod(tmp.c_str(), 0644) != 0 ||
-              ::rename(tmp.c_str(), m("rs/" + name).c_str()) != 0 || read_file(m("rs/" + name)) != data)
+          if (::utimensat(AT_FDCWD, tmp.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0 ||
+              ::chmod(tmp.c_str(), 0644) != 0 || ::rename(tmp.c_str(), m("rs/" + name).c_str()) != 0 ||
+              read_file(m("rs/" + name)) != data)
             ++failures;
         }
       });

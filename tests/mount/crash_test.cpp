@@ -158,8 +158,9 @@ TEST_P(FileEntryCrash, RemountShowsOldOrNewFileAndTheNameIsReusable) {
     write_file(mount.m(c.source(n)), data);
     if (c.in_place) {
       const std::string leaf = c.source(n).substr(2);
-      EXPECT_TRUE(eventually([&] { return manifest_records(mount.b("c/.sealfs-manifest." + leaf), leaf, data); }))
-          << "the temporary file was not sealed at its close";
+      EXPECT_TRUE(eventually([&] {
+        return manifest_records(mount.b("c/.sealfs-manifest." + leaf), leaf, data);
+      })) << "the temporary file was not sealed at its close";
     }
   };
 
@@ -185,7 +186,8 @@ TEST_P(FileEntryCrash, RemountShowsOldOrNewFileAndTheNameIsReusable) {
   ASSERT_TRUE(mount.ok()) << mount.error();
   // No power cut here: the rename happened exactly when its step was passed.
   const auto steps = file_publish_steps(c.replace);
-  const bool renamed = std::find(steps.begin(), steps.end(), c.at) >= std::find(steps.begin(), steps.end(), step::kRenamed);
+  const bool renamed =
+      std::find(steps.begin(), steps.end(), c.at) >= std::find(steps.begin(), steps.end(), step::kRenamed);
   const auto seen = read_file(mount.m(dst));
   if (renamed) {
     EXPECT_EQ(seen, new_data) << "the new file, complete";
@@ -214,10 +216,12 @@ TEST_P(FileEntryCrash, RemountShowsOldOrNewFileAndTheNameIsReusable) {
   EXPECT_EQ(quarantined_files(mount), std::vector<std::string>{});
 }
 
-INSTANTIATE_TEST_SUITE_P(Steps, FileEntryCrash, ::testing::ValuesIn(file_crashes()), [](const auto& param_info) {
-  const FileCase& c = param_info.param;
-  return std::string(c.replace ? "Replace" : "Fresh") + (c.in_place ? "InPlace_" : "FromTmp_") + std::string(c.at);
-});
+INSTANTIATE_TEST_SUITE_P(Steps, FileEntryCrash, ::testing::ValuesIn(file_crashes()),
+                         [](const auto& param_info) {
+                           const FileCase& c = param_info.param;
+                           return std::string(c.replace ? "Replace" : "Fresh") +
+                                  (c.in_place ? "InPlace_" : "FromTmp_") + std::string(c.at);
+                         });
 
 // ------------------------------------------------------------ in-place seals
 
@@ -345,7 +349,8 @@ TEST_P(SealCrash, RemountShowsOldOrNewStateAndTheFileCanBeWrittenAgain) {
 
 INSTANTIATE_TEST_SUITE_P(Steps, SealCrash, ::testing::ValuesIn(seal_crashes()), [](const auto& param_info) {
   const SealCase& c = param_info.param;
-  return std::string(c.in_entry ? "InEntry" : "Standalone") + (c.rewrite ? "Rewrite_" : "New_") + std::string(c.at);
+  return std::string(c.in_entry ? "InEntry" : "Standalone") + (c.rewrite ? "Rewrite_" : "New_") +
+         std::string(c.at);
 });
 
 }  // namespace

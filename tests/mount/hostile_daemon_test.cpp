@@ -41,7 +41,8 @@ void publish_entry(const Mount& mount, const std::string& rel) {
   make_dirs(mount.m("tmp/staging"));
   write_file(mount.m("tmp/staging/a"), "first file");
   write_file(mount.m("tmp/staging/b"), "second file");
-  ASSERT_EQ(err_of(::rename(mount.m("tmp/staging").c_str(), mount.m(rel).c_str())), 0) << std::strerror(errno);
+  ASSERT_EQ(err_of(::rename(mount.m("tmp/staging").c_str(), mount.m(rel).c_str())), 0)
+      << std::strerror(errno);
   ASSERT_EQ(lstat_errno(mount.b(rel + "/.sealfs-manifest")), 0);
 }
 
@@ -59,7 +60,9 @@ TEST(HostileDaemon, RunningOutOfDescriptorsIsNotDamage) {
   const std::string fds = "/proc/" + std::to_string(mount.daemon_pid()) + "/fd";
   struct rlimit old {};
   ASSERT_EQ(::prlimit(mount.daemon_pid(), RLIMIT_NOFILE, nullptr, &old), 0) << std::strerror(errno);
-  struct rlimit low {static_cast<rlim_t>(list_dir(fds).size() - 6), old.rlim_max};
+  struct rlimit low {
+    static_cast<rlim_t>(list_dir(fds).size() - 6), old.rlim_max
+  };
   ASSERT_EQ(::prlimit(mount.daemon_pid(), RLIMIT_NOFILE, &low, nullptr), 0) << std::strerror(errno);
   std::map<int, int> answers;  // errno → count, for stat of a file of the entry
   for (int i = 0; i < 20; ++i) {
@@ -67,7 +70,8 @@ TEST(HostileDaemon, RunningOutOfDescriptorsIsNotDamage) {
     ++answers[::stat(mount.m("entry/b").c_str(), &st) == 0 ? 0 : errno];
   }
   ASSERT_EQ(::prlimit(mount.daemon_pid(), RLIMIT_NOFILE, &old, nullptr), 0) << std::strerror(errno);
-  for (const auto& [e, n] : answers) std::printf("[ hostile ] out of descriptors: stat -> %s x%d\n", std::strerror(e), n);
+  for (const auto& [e, n] : answers)
+    std::printf("[ hostile ] out of descriptors: stat -> %s x%d\n", std::strerror(e), n);
   EXPECT_EQ(answers.count(ENOENT), 0u) << "a valid entry was hidden when the daemon ran out of descriptors";
   EXPECT_GT(answers.count(EMFILE), 0u) << "the daemon never ran out: the test proves nothing";
   EXPECT_EQ(read_file(mount.m("entry/a")), "first file");
@@ -85,15 +89,20 @@ TEST(HostileDaemon, CallersOpensLeaveHeadroomForVerification) {
   publish_entry(mount, "other");
   struct rlimit old {};
   ASSERT_EQ(::prlimit(mount.daemon_pid(), RLIMIT_NOFILE, nullptr, &old), 0) << std::strerror(errno);
-  struct rlimit low {512, old.rlim_max};
+  struct rlimit low {
+    512, old.rlim_max
+  };
   ASSERT_EQ(::prlimit(mount.daemon_pid(), RLIMIT_NOFILE, &low, nullptr), 0) << std::strerror(errno);
   std::vector<UniqueFd> held;
   int enfile = 0;
   for (int i = 0; i < 1000 && enfile == 0; ++i) {
     UniqueFd fd(::open(mount.m("entry/a").c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd) held.push_back(std::move(fd));
-    else if (errno == ENFILE) ++enfile;
-    else ADD_FAILURE() << "open: " << std::strerror(errno);
+    if (fd)
+      held.push_back(std::move(fd));
+    else if (errno == ENFILE)
+      ++enfile;
+    else
+      ADD_FAILURE() << "open: " << std::strerror(errno);
   }
   std::printf("[ hostile ] headroom: %zu opens held before ENFILE (daemon limit 512)\n", held.size());
   EXPECT_EQ(enfile, 1) << "opens were never refused";
@@ -125,8 +134,8 @@ TEST(HostileDaemon, ASlowHashStallsNoOtherName) {
   const double other_s = seconds_since(other);
   const int slow_errno = slow.get();
   const double slow_s = seconds_since(started);
-  std::printf("[ hostile ] 3 GiB sparse entry: its lookup %.2f s (errno %d), another name meanwhile %.3f s\n", slow_s,
-              slow_errno, other_s);
+  std::printf("[ hostile ] 3 GiB sparse entry: its lookup %.2f s (errno %d), another name meanwhile %.3f s\n",
+              slow_s, slow_errno, other_s);
   EXPECT_EQ(slow_errno, ENOENT);  // the digest differs: damage, hidden
   EXPECT_LT(other_s, 0.5) << "a lookup of another name waited for the hash";
 
@@ -201,7 +210,8 @@ TEST(HostileDaemon, ReadsOfAFileChangedBehindTheMountFail) {
   // A metadata change through the mount: the content is still the verified one.
   ASSERT_EQ(err_of(::chmod(mount.m("lib.so").c_str(), 0640)), 0);
   ASSERT_EQ(::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED), 0);
-  ASSERT_EQ(::pread(fd.get(), buf, sizeof buf, 300000), static_cast<ssize_t>(sizeof buf)) << std::strerror(errno);
+  ASSERT_EQ(::pread(fd.get(), buf, sizeof buf, 300000), static_cast<ssize_t>(sizeof buf))
+      << std::strerror(errno);
   EXPECT_EQ(std::string(buf, sizeof buf), data.substr(300000, sizeof buf));
   // Rewritten in place behind the mount, same size.
   {
@@ -209,7 +219,8 @@ TEST(HostileDaemon, ReadsOfAFileChangedBehindTheMountFail) {
     ASSERT_TRUE(b.valid());
     ASSERT_EQ(::pwrite(b.get(), "EVIL", 4, 300000), 4);
   }
-  ASSERT_EQ(::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED), 0);  // the kernel forgets its verified pages
+  ASSERT_EQ(::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED),
+            0);  // the kernel forgets its verified pages
   errno = 0;
   EXPECT_EQ(::pread(fd.get(), buf, sizeof buf, 300000), -1) << "unverified bytes were served";
   EXPECT_EQ(errno, EIO);

@@ -54,7 +54,8 @@ TEST_F(HostileFormat, SymlinkRecordUnderAHashedNameIsNeverShown) {
   write_file(b("kernels/k1/params.pkl"), "p");
   ASSERT_EQ(::symlink("/etc/shadow", b("kernels/k1/kernel_lib.so").c_str()), 0);
   write_file(b("kernels/k1/.sealfs-manifest"),
-             "{\"files\":{\"kernel_lib.so\":{\"size\":11,\"symlink\":\"/etc/shadow\"},\"params.pkl\":{\"sha256\":\"" +
+             "{\"files\":{\"kernel_lib.so\":{\"size\":11,\"symlink\":\"/etc/"
+             "shadow\"},\"params.pkl\":{\"sha256\":\"" +
                  digest("p") + "\",\"size\":1}},\"sealfs\":1}");
   // A hashed name as a symlink to a sibling, target inside the entry.
   ASSERT_EQ(::mkdir(b("kernels/k2").c_str(), 0755), 0);
@@ -148,20 +149,23 @@ TEST_F(HostileFormat, ManifestsAreNoMoreReadableThanTheFilesTheyCover) {
 // Before: both sidecars verified and the files were shown.
 TEST_F(HostileFormat, ManifestsWithAByteOrderMarkOrInvalidUtf8AreMalformed) {
   write_file(b("kernels/bom.bin"), "x");
-  write_file(b("kernels/.sealfs-manifest.bom.bin"),
-             "\xEF\xBB\xBF{\"files\":{\"bom.bin\":{\"sha256\":\"" + digest("x") + "\",\"size\":1}},\"sealfs\":1}");
+  write_file(b("kernels/.sealfs-manifest.bom.bin"), "\xEF\xBB\xBF{\"files\":{\"bom.bin\":{\"sha256\":\"" +
+                                                        digest("x") + "\",\"size\":1}},\"sealfs\":1}");
   write_file(b("kernels/latin.bin"), "x");
-  write_file(b("kernels/.sealfs-manifest.latin.bin"), "{\"files\":{\"latin.bin\":{\"sha256\":\"" + digest("x") +
-                                                          "\",\"size\":1}},\"note\":\"caf\xe9\",\"sealfs\":1}");
+  write_file(b("kernels/.sealfs-manifest.latin.bin"),
+             "{\"files\":{\"latin.bin\":{\"sha256\":\"" + digest("x") +
+                 "\",\"size\":1}},\"note\":\"caf\xe9\",\"sealfs\":1}");
   write_file(b("kernels/good.bin"), "x");
-  write_file(b("kernels/.sealfs-manifest.good.bin"), "{\"files\":{\"good.bin\":{\"sha256\":\"" + digest("x") +
-                                                         "\",\"size\":1}},\"note\":\"caf\xc3\xa9\",\"sealfs\":1}");
+  write_file(b("kernels/.sealfs-manifest.good.bin"),
+             "{\"files\":{\"good.bin\":{\"sha256\":\"" + digest("x") +
+                 "\",\"size\":1}},\"note\":\"caf\xc3\xa9\",\"sealfs\":1}");
   EXPECT_EQ(lstat_errno(m("kernels/bom.bin")), ENOENT);
   EXPECT_EQ(lstat_errno(m("kernels/latin.bin")), ENOENT);
   EXPECT_EQ(read_file(m("kernels/good.bin")), std::optional<std::string>("x"));
   const auto q = quarantined_files(*mount_);
   for (const char* name : {"bom.bin", "latin.bin"})
-    EXPECT_TRUE(std::any_of(q.begin(), q.end(), [&](const std::string& p) { return p.find(name) != std::string::npos; }))
+    EXPECT_TRUE(std::any_of(q.begin(), q.end(),
+                            [&](const std::string& p) { return p.find(name) != std::string::npos; }))
         << name << " is not in quarantine";
 }
 

@@ -35,7 +35,8 @@ class HostileQuarantine : public ::testing::Test {
     const pid_t pid = ::fork();
     if (pid == 0) {
       const int fd = ::open(mount_->m(name).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fd < 0 || ::pwrite(fd, data.data(), data.size(), offset) != static_cast<ssize_t>(data.size())) ::_exit(100);
+      if (fd < 0 || ::pwrite(fd, data.data(), data.size(), offset) != static_cast<ssize_t>(data.size()))
+        ::_exit(100);
       char c = 'r';
       (void)!::write(ready[1], &c, 1);
       (void)!::read(go[0], &c, 1);
@@ -86,7 +87,8 @@ TEST_F(HostileQuarantine, SparseAbandonedWriteKeepsEarlierEvidence) {
   struct stat st {};
   ASSERT_EQ(::lstat((slot_path(*slot_of("sparse")) + "/sparse").c_str(), &st), 0);
   EXPECT_EQ(st.st_size, kFar);
-  EXPECT_EQ(read_file(slot_path(slot_of("first").value_or("?")) + "/first"), "evidence of first") << mount_->log();
+  EXPECT_EQ(read_file(slot_path(slot_of("first").value_or("?")) + "/first"), "evidence of first")
+      << mount_->log();
   EXPECT_EQ(read_file(slot_path(slot_of("second").value_or("?")) + "/second"), "evidence of second");
   EXPECT_EQ(slots().size(), 3u) << mount_->log();
   EXPECT_EQ(mount_->log().find("quarantine: removed"), std::string::npos) << mount_->log();
@@ -133,7 +135,9 @@ TEST_F(HostileQuarantine, DescriptorExhaustionLeavesNoEmptySlot) {
     // Lowered only around the writer's exit and what follows it (FLUSH,
     // RELEASE, the quarantine), once its file is open.
     std::optional<DaemonFdBudget> budget;
-    ASSERT_EQ(abandoned_write(name, "abandoned " + name, 0, [&] { budget.emplace(mount_->daemon_pid(), free); }), 1);
+    ASSERT_EQ(
+        abandoned_write(name, "abandoned " + name, 0, [&] { budget.emplace(mount_->daemon_pid(), free); }),
+        1);
     ASSERT_TRUE(budget && budget->ok());
     // Whatever the daemon managed, it has done once the name is gone from M
     // or a moment has passed.

@@ -1,9 +1,8 @@
 // The daemon's life cycle: mount, mount over B, unmount with exit 0, the
 // start-up errors, `sealfs status`, reserved xattrs.
 #include <gtest/gtest.h>
-#include <sys/xattr.h>
-
 #include <signal.h>
+#include <sys/xattr.h>
 
 #include <algorithm>
 
@@ -49,7 +48,8 @@ TEST(MountLifecycle, SigtermUnmountsAndExitsZero) {
   Mount mount;
   ASSERT_TRUE(mount.ok()) << mount.error();
   ASSERT_EQ(::kill(mount.daemon_pid(), SIGTERM), 0);
-  EXPECT_TRUE(eventually([&] { return !is_fuse_mount(mount.mountpoint()); })) << "still mounted after SIGTERM";
+  EXPECT_TRUE(eventually([&] { return !is_fuse_mount(mount.mountpoint()); }))
+      << "still mounted after SIGTERM";
   EXPECT_EQ(mount.unmount(), 0) << mount.log();
 }
 
@@ -58,7 +58,8 @@ TEST(MountLifecycle, DaemonizesWithoutForegroundFlag) {
   TempDir dir("sealfs-bg");
   make_dirs(dir / "B");
   make_dirs(dir / "M");
-  ProcessResult r = run_process({sealfs_binary(), dir / "B", dir / "M", "-o", "rw,nosuid,nodev,profile=tilelang"});
+  ProcessResult r =
+      run_process({sealfs_binary(), dir / "B", dir / "M", "-o", "rw,nosuid,nodev,profile=tilelang"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(eventually([&] { return is_fuse_mount(dir / "M"); }));
   EXPECT_EQ(::mkdir((dir / "M/x").c_str(), 0755), 0);
@@ -77,9 +78,10 @@ TEST(MountLifecycle, MountFuse3InvocationWorks) {
   make_dirs(dir / "M");
   const std::string bin = sealfs_binary();
   const std::string path = "PATH=" + bin.substr(0, bin.rfind('/')) + ":" + std::getenv("PATH");
-  ProcessResult r = run_process({::access("/sbin/mount.fuse3", X_OK) == 0 ? "/sbin/mount.fuse3" : "/usr/sbin/mount.fuse3",
-                                 dir / "B", dir / "M", "-t", "sealfs", "-o", "rw,nosuid,nodev,noatime,profile=tilelang"},
-                                {path});
+  ProcessResult r =
+      run_process({::access("/sbin/mount.fuse3", X_OK) == 0 ? "/sbin/mount.fuse3" : "/usr/sbin/mount.fuse3",
+                   dir / "B", dir / "M", "-t", "sealfs", "-o", "rw,nosuid,nodev,noatime,profile=tilelang"},
+                  {path});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(eventually([&] { return is_fuse_mount(dir / "M"); }));
   EXPECT_EQ(tilelang("save", dir / "M", "k").status, 0);
@@ -105,11 +107,16 @@ TEST_P(MountStartupError, OneLineNonZeroNothingMounted) {
   write_file(dir / "F", "not a directory");
   std::vector<std::string> argv = {sealfs_binary(), "-f"};
   for (const auto& a : GetParam().args) {
-    if (a == "@B") argv.push_back(dir / "B");
-    else if (a == "@M") argv.push_back(dir / "M");
-    else if (a == "@F") argv.push_back(dir / "F");
-    else if (a == "@missing") argv.push_back(dir / "missing");
-    else argv.push_back(a);
+    if (a == "@B")
+      argv.push_back(dir / "B");
+    else if (a == "@M")
+      argv.push_back(dir / "M");
+    else if (a == "@F")
+      argv.push_back(dir / "F");
+    else if (a == "@missing")
+      argv.push_back(dir / "missing");
+    else
+      argv.push_back(a);
   }
   ProcessResult r = run_process(argv, {}, std::chrono::seconds(20));
   EXPECT_NE(r.status, 0);
@@ -123,16 +130,16 @@ TEST_P(MountStartupError, OneLineNonZeroNothingMounted) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, MountStartupError,
-    ::testing::Values(
-        StartupCase{"MissingBacking", {"@missing", "@M"}, "backing directory"},
-        StartupCase{"BackingIsAFile", {"@F", "@M"}, "Not a directory"},
-        StartupCase{"MountpointIsAFile", {"@B", "@F"}, "mountpoint"},
-        StartupCase{"MissingMountpoint", {"@B", "@missing"}, "No such file or directory"},
-        StartupCase{"UnknownOption", {"-o", "frobnicate", "@B", "@M"}, "frobnicate"},
-        StartupCase{"BadOptionValue", {"-o", "verify=sometimes", "@B", "@M"}, "verify"},
-        StartupCase{"UnknownProfile", {"-o", "profile=no-such-profile", "@B", "@M"}, "profile"},
-        StartupCase{"MissingProfileFile", {"-o", "profile=/nonexistent/p.json", "@B", "@M"}, "profile"},
-        StartupCase{"NoMountpoint", {"@B"}, "usage"}),
+    ::testing::Values(StartupCase{"MissingBacking", {"@missing", "@M"}, "backing directory"},
+                      StartupCase{"BackingIsAFile", {"@F", "@M"}, "Not a directory"},
+                      StartupCase{"MountpointIsAFile", {"@B", "@F"}, "mountpoint"},
+                      StartupCase{"MissingMountpoint", {"@B", "@missing"}, "No such file or directory"},
+                      StartupCase{"UnknownOption", {"-o", "frobnicate", "@B", "@M"}, "frobnicate"},
+                      StartupCase{"BadOptionValue", {"-o", "verify=sometimes", "@B", "@M"}, "verify"},
+                      StartupCase{"UnknownProfile", {"-o", "profile=no-such-profile", "@B", "@M"}, "profile"},
+                      StartupCase{
+                          "MissingProfileFile", {"-o", "profile=/nonexistent/p.json", "@B", "@M"}, "profile"},
+                      StartupCase{"NoMountpoint", {"@B"}, "usage"}),
     [](const auto& param_info) { return std::string(param_info.param.name); });
 
 // Pull one counter out of Metrics::to_json()'s flat object.
@@ -171,7 +178,8 @@ TEST(MountStatus, ListingDoesNotHash) {
   {
     Mount writer(MountConfig::with({"profile=tilelang"}).backed_by(dir / "B"));
     ASSERT_TRUE(writer.ok()) << writer.error();
-    for (const char* key : {"k1", "k2", "k3"}) ASSERT_EQ(tilelang("save", writer.mountpoint(), key).status, 0);
+    for (const char* key : {"k1", "k2", "k3"})
+      ASSERT_EQ(tilelang("save", writer.mountpoint(), key).status, 0);
   }
   Mount mount(MountConfig::with({"profile=tilelang"}).backed_by(dir / "B"));
   ASSERT_TRUE(mount.ok()) << mount.error();

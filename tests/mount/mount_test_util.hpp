@@ -26,8 +26,8 @@ namespace sealfs::test {
 // The TileLang stand-in: "save"/"load" CACHE KEY [args…]. Exit codes: see the script.
 inline ProcessResult tilelang(const std::string& command, const std::string& cache, const std::string& key,
                               std::vector<std::string> extra = {}) {
-  std::vector<std::string> argv = {std::getenv("SEALFS_PYTHON"), std::getenv("SEALFS_TILELANG_PROTOCOL"), command,
-                                   cache, key};
+  std::vector<std::string> argv = {std::getenv("SEALFS_PYTHON"), std::getenv("SEALFS_TILELANG_PROTOCOL"),
+                                   command, cache, key};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return run_process(argv, {"PYTHONDONTWRITEBYTECODE=1"});
 }

@@ -62,14 +62,15 @@ TEST_F(Names, R7ReservedNamesAreNeverShownAndCannotBeCreated) {
       EXPECT_NE(name.rfind(".sealfs", 0), 0u) << "listed: " << dir << "/" << name;
   }
   for (const auto& tool : std::vector<std::vector<std::string>>{{"find", mount_->mountpoint()},
-                                                                 {"ls", "-aR", mount_->mountpoint()}}) {
+                                                                {"ls", "-aR", mount_->mountpoint()}}) {
     ProcessResult r = run_process(tool);
     EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(r.out.find(".sealfs"), std::string::npos) << tool[0] << ": " << r.out;
   }
   EXPECT_EQ(lstat_errno(m(".sealfs")), ENOENT);
   EXPECT_EQ(lstat_errno(m(".sealfs-manifest.plain")), ENOENT);
-  EXPECT_EQ(err_of(::open(m(".sealfs-x").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644) >= 0 ? 0 : -1), EPERM);
+  EXPECT_EQ(err_of(::open(m(".sealfs-x").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644) >= 0 ? 0 : -1),
+            EPERM);
   EXPECT_EQ(err_of(::mkdir(m(".sealfs-dir").c_str(), 0755)), EPERM);
   EXPECT_EQ(err_of(::symlink("plain", m(".sealfs-link").c_str())), EPERM);
   EXPECT_EQ(err_of(::mkfifo(m(".sealfs-fifo").c_str(), 0644)), EPERM);

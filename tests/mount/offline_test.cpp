@@ -16,7 +16,8 @@ TEST(OfflineTools, AdoptSealsForeignContentSoTheMountShowsIt) {
     ASSERT_TRUE(mount.ok()) << mount.error();
     EXPECT_EQ(tilelang("load", mount.mountpoint(), "old").status, kMiss);
   }
-  ProcessResult adopted = run_process({sealfs_binary(), "adopt", "-o", "profile=tilelang", dir / "B", "ns/kernels/old"});
+  ProcessResult adopted =
+      run_process({sealfs_binary(), "adopt", "-o", "profile=tilelang", dir / "B", "ns/kernels/old"});
   ASSERT_EQ(adopted.status, 0) << adopted.err;
   EXPECT_NE(adopted.out.find("old"), std::string::npos) << adopted.out;
   Mount mount(MountConfig::with({"profile=tilelang"}).backed_by(dir / "B"));
@@ -41,7 +42,8 @@ TEST(OfflineTools, FsckReportsDamageAndRepairQuarantinesIt) {
   EXPECT_EQ(found.status, 4) << found.out << found.err;
   EXPECT_NE(found.out.find("bad"), std::string::npos) << found.out;
   EXPECT_EQ(lstat_errno(dir / "B/ns/kernels/bad"), 0);  // without --repair nothing moves
-  ProcessResult repaired = run_process({sealfs_binary(), "fsck", "--repair", "-o", "profile=tilelang", dir / "B"});
+  ProcessResult repaired =
+      run_process({sealfs_binary(), "fsck", "--repair", "-o", "profile=tilelang", dir / "B"});
   EXPECT_EQ(repaired.status, 1) << repaired.out << repaired.err;
   EXPECT_EQ(lstat_errno(dir / "B/ns/kernels/bad"), ENOENT);
   EXPECT_EQ(lstat_errno(dir / "B/ns/kernels/good"), 0);

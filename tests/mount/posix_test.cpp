@@ -2,8 +2,8 @@
 // (pjdfstest) found different from ext4 on a generic mount. One test per
 // finding, each on a real mount as root with allow_other (as the suite ran).
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "tests/mount/mount_test_util.hpp"
@@ -49,7 +49,8 @@ TEST_F(Posix, ReadOnlyCreateMakesAVisibleEmptyFile) {
     UniqueFd fd(::open(m(name).c_str(), flags | O_CLOEXEC, 0644));
     ASSERT_TRUE(fd.valid()) << std::strerror(errno);
     fd.reset();
-    ASSERT_TRUE(eventually([&] { return lstat_errno(b(".sealfs-manifest." + name)) == 0; })) << name << " not sealed";
+    ASSERT_TRUE(eventually([&] { return lstat_errno(b(".sealfs-manifest." + name)) == 0; }))
+        << name << " not sealed";
     std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // past cache_timeout
     struct stat st {};
     ASSERT_EQ(::stat(m(name).c_str(), &st), 0) << name << ": " << std::strerror(errno);
@@ -61,19 +62,21 @@ TEST_F(Posix, ReadOnlyCreateMakesAVisibleEmptyFile) {
 // B: the caller's umask alone decides the mode; the daemon's (022) used to
 // be applied on top of it.
 TEST_F(Posix, OnlyTheCallersUmaskApplies) {
-  ASSERT_EQ(in_child_with_umask(0, [&] {
-              if (::mkdir(m("d").c_str(), 0777) != 0) return false;
-              UniqueFd fd(::open(m("g").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666));
-              return fd.valid() && ::mkfifo(m("p").c_str(), 0666) == 0;
-            }),
+  ASSERT_EQ(in_child_with_umask(0,
+                                [&] {
+                                  if (::mkdir(m("d").c_str(), 0777) != 0) return false;
+                                  UniqueFd fd(::open(m("g").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666));
+                                  return fd.valid() && ::mkfifo(m("p").c_str(), 0666) == 0;
+                                }),
             0);
   EXPECT_EQ(mode_of(m("d")), 0777u);
   EXPECT_EQ(mode_of(m("g")), 0666u);
   EXPECT_EQ(mode_of(m("p")), 0666u);
-  ASSERT_EQ(in_child_with_umask(027, [&] {
-              UniqueFd fd(::open(m("h").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666));
-              return fd.valid() && ::mkdir(m("e").c_str(), 0777) == 0;
-            }),
+  ASSERT_EQ(in_child_with_umask(027,
+                                [&] {
+                                  UniqueFd fd(::open(m("h").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666));
+                                  return fd.valid() && ::mkdir(m("e").c_str(), 0777) == 0;
+                                }),
             0);
   EXPECT_EQ(mode_of(m("h")), 0640u);
   EXPECT_EQ(mode_of(m("e")), 0750u);
@@ -82,11 +85,12 @@ TEST_F(Posix, OnlyTheCallersUmaskApplies) {
 // B2: setuid and setgid survive the chown that hands a new object to its
 // caller (chown clears them).
 TEST_F(Posix, SetuidAndSetgidBitsSurviveCreate) {
-  ASSERT_EQ(in_child_with_umask(0, [&] {
-              UniqueFd a(::open(m("s").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 04755));
-              UniqueFd c(::open(m("g").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 02755));
-              return a.valid() && c.valid();
-            }),
+  ASSERT_EQ(in_child_with_umask(0,
+                                [&] {
+                                  UniqueFd a(::open(m("s").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 04755));
+                                  UniqueFd c(::open(m("g").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 02755));
+                                  return a.valid() && c.valid();
+                                }),
             0);
   EXPECT_EQ(mode_of(m("s")), 04755u);
   EXPECT_EQ(mode_of(m("g")), 02755u);
@@ -105,7 +109,8 @@ TEST_F(Posix, AnAbnormalExitAbandonsOnlyWhatItsHandleChanged) {
   // The same exit after a write still abandons (R4).
   auto wrote = run_process({"sh", "-c", "exec 3>>\"$0\"; echo more >&3; exit 1", m("f")});
   EXPECT_EQ(wrote.status, 1);
-  EXPECT_TRUE(eventually([&] { return lstat_errno(m("f")) == ENOENT; })) << "an abandoned write stayed visible";
+  EXPECT_TRUE(eventually([&] { return lstat_errno(m("f")) == ENOENT; }))
+      << "an abandoned write stayed visible";
   EXPECT_FALSE(quarantined_files(*mount_).empty());
 }
 

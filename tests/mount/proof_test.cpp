@@ -120,8 +120,8 @@ ProcessResult check_namespace(const std::string& cache, const std::string& ns) {
 
 std::vector<std::string> save_argv(const std::string& cache, const std::string& key,
                                    std::vector<std::string> extra = {}) {
-  std::vector<std::string> argv = {std::getenv("SEALFS_PYTHON"), std::getenv("SEALFS_TILELANG_PROTOCOL"), "save",
-                                   cache, key};
+  std::vector<std::string> argv = {std::getenv("SEALFS_PYTHON"), std::getenv("SEALFS_TILELANG_PROTOCOL"),
+                                   "save", cache, key};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
 }
@@ -205,8 +205,9 @@ TEST(WriterKill, TileLangSaveKilledAtRandomLeavesHitOrMiss) {
     expect_next_save_repairs(m, "ns", key, loaded.status);
   }
   const auto seconds = std::chrono::duration<double>(Clock::now() - run_started).count();
-  std::printf("[ proof ] save kills: %d trials (%d killed while running, window %ld ms): %d hit, %d miss, %.1f s\n",
-              trials, killed_running, window_ms, outcomes[kHit], outcomes[kMiss], seconds);
+  std::printf(
+      "[ proof ] save kills: %d trials (%d killed while running, window %ld ms): %d hit, %d miss, %.1f s\n",
+      trials, killed_running, window_ms, outcomes[kHit], outcomes[kMiss], seconds);
   EXPECT_EQ(outcomes[kHit] + outcomes[kMiss], trials);
 }
 
@@ -307,9 +308,10 @@ TEST(WriterKill, InPlaceWriterKilledAtRandomLeavesHitOrMiss) {
     expect_next_save_repairs(m, ns, "k", loaded.status, {"--lib-size", kLibSize});
   }
   const auto seconds = std::chrono::duration<double>(Clock::now() - run_started).count();
-  std::printf("[ proof ] in-place kills: %d trials (%d killed while running, window %ld ms): %d hit, %d miss, "
-              "%.1f s\n",
-              trials, killed_running, window_ms, outcomes[kHit], outcomes[kMiss], seconds);
+  std::printf(
+      "[ proof ] in-place kills: %d trials (%d killed while running, window %ld ms): %d hit, %d miss, "
+      "%.1f s\n",
+      trials, killed_running, window_ms, outcomes[kHit], outcomes[kMiss], seconds);
   EXPECT_EQ(outcomes[kHit] + outcomes[kMiss], trials);
   EXPECT_GT(killed_running, 0) << "no trial interrupted a write";
 }
@@ -349,7 +351,8 @@ TEST(Concurrency, PublishersAndReadersNeverSeeATornEntry) {
   // Writers finish the namespace they started after the deadline.
   const auto limit = std::chrono::seconds(seconds + 120);
   for (int r = 0; r < kReaders; ++r) {
-    EXPECT_EQ(wait_process(readers[r], limit), 0) << file_text(logs / ("reader" + std::to_string(r) + ".log"));
+    EXPECT_EQ(wait_process(readers[r], limit), 0)
+        << file_text(logs / ("reader" + std::to_string(r) + ".log"));
   }
   int namespaces = 0;
   for (int w = 0; w < kWriters; ++w) {
@@ -374,10 +377,11 @@ TEST(Concurrency, PublishersAndReadersNeverSeeATornEntry) {
   }
   EXPECT_GT(namespaces, 0);
   const auto elapsed = std::chrono::duration<double>(Clock::now() - started).count();
-  std::printf("[ proof ] concurrency: %d s run, %d namespaces x %d keys, daemon VmRSS %llu KiB at 25%%, %llu KiB "
-              "at end, %.1f s total\n",
-              seconds, namespaces, kKeys, static_cast<unsigned long long>(rss_quarter),
-              static_cast<unsigned long long>(rss_end), elapsed);
+  std::printf(
+      "[ proof ] concurrency: %d s run, %d namespaces x %d keys, daemon VmRSS %llu KiB at 25%%, %llu KiB "
+      "at end, %.1f s total\n",
+      seconds, namespaces, kKeys, static_cast<unsigned long long>(rss_quarter),
+      static_cast<unsigned long long>(rss_end), elapsed);
   ASSERT_GT(rss_quarter, 0u);
 #if defined(__SANITIZE_ADDRESS__)
   // ASan keeps freed memory in its quarantine (256 MiB by default), so the
@@ -396,9 +400,11 @@ class TwoDaemons : public ::testing::Test {
   void SetUp() override {
     SEALFS_REQUIRE_FUSE();
     make_dirs(dir_ / "B");
-    a_ = std::make_unique<Mount>(MountConfig::with({"profile=tilelang,cache_timeout=0"}).backed_by(dir_ / "B"));
+    a_ = std::make_unique<Mount>(
+        MountConfig::with({"profile=tilelang,cache_timeout=0"}).backed_by(dir_ / "B"));
     ASSERT_TRUE(a_->ok()) << a_->error();
-    b_ = std::make_unique<Mount>(MountConfig::with({"profile=tilelang,cache_timeout=0"}).backed_by(dir_ / "B"));
+    b_ = std::make_unique<Mount>(
+        MountConfig::with({"profile=tilelang,cache_timeout=0"}).backed_by(dir_ / "B"));
     ASSERT_TRUE(b_->ok()) << b_->error();
   }
   std::size_t quarantined_libs() const {
@@ -443,12 +449,12 @@ TEST_F(TwoDaemons, DamageNoticedByOneIsAMissOnBothAndQuarantinedOnce) {
   ASSERT_EQ(tilelang("load", a_->mountpoint(), "k").status, kHit);
   write_file(a_->b("ns/kernels/k/kernel_lib.so"), std::string(4096, '\0'));
   TempDir logs("sealfs-proof-two-logs");
-  const pid_t pa = spawn_process({std::getenv("SEALFS_PYTHON"), std::getenv("SEALFS_TILELANG_PROTOCOL"), "load",
-                                  a_->mountpoint(), "k"},
-                                 logs / "a.log", kPythonEnv);
-  const pid_t pb = spawn_process({std::getenv("SEALFS_PYTHON"), std::getenv("SEALFS_TILELANG_PROTOCOL"), "load",
-                                  b_->mountpoint(), "k"},
-                                 logs / "b.log", kPythonEnv);
+  const pid_t pa = spawn_process(
+      {std::getenv("SEALFS_PYTHON"), std::getenv("SEALFS_TILELANG_PROTOCOL"), "load", a_->mountpoint(), "k"},
+      logs / "a.log", kPythonEnv);
+  const pid_t pb = spawn_process(
+      {std::getenv("SEALFS_PYTHON"), std::getenv("SEALFS_TILELANG_PROTOCOL"), "load", b_->mountpoint(), "k"},
+      logs / "b.log", kPythonEnv);
   EXPECT_EQ(wait_process(pa, std::chrono::seconds(30)), kMiss) << file_text(logs / "a.log");
   EXPECT_EQ(wait_process(pb, std::chrono::seconds(30)), kMiss) << file_text(logs / "b.log");
   EXPECT_EQ(quarantined_libs(), 2u);
@@ -462,30 +468,33 @@ TEST_F(TwoDaemons, RacingPublishesThroughBothLeaveOneValidEntry) {
   constexpr int kRounds = 5;
   constexpr int kPerSide = 3;
   TempDir logs("sealfs-proof-race");
-  const pid_t reader = spawn_process(driver_argv({"reader", b_->mountpoint(), "8"}), logs / "reader.log", kPythonEnv);
+  const pid_t reader =
+      spawn_process(driver_argv({"reader", b_->mountpoint(), "8"}), logs / "reader.log", kPythonEnv);
   ASSERT_GT(reader, 0);
   for (int round = 0; round < kRounds; ++round) {
     const std::string key = "race" + std::to_string(round);
     std::vector<pid_t> savers;
     for (int i = 0; i < 2 * kPerSide; ++i) {
       const Mount& side = i % 2 == 0 ? *a_ : *b_;
-      savers.push_back(spawn_process(save_argv(side.mountpoint(), key, {"--variant", "v" + std::to_string(i)}),
-                                     logs / (key + "_" + std::to_string(i) + ".log"), kPythonEnv));
+      savers.push_back(
+          spawn_process(save_argv(side.mountpoint(), key, {"--variant", "v" + std::to_string(i)}),
+                        logs / (key + "_" + std::to_string(i) + ".log"), kPythonEnv));
       ASSERT_GT(savers.back(), 0);
     }
     int won = 0;
     for (std::size_t i = 0; i < savers.size(); ++i) {
       const int status = wait_process(savers[i], std::chrono::seconds(60));
       EXPECT_TRUE(status == 0 || status == kLost)
-          << key << " saver " << i << ": " << status << " " << file_text(logs / (key + "_" + std::to_string(i) + ".log"));
+          << key << " saver " << i << ": " << status << " "
+          << file_text(logs / (key + "_" + std::to_string(i) + ".log"));
       if (status == 0) ++won;
     }
     EXPECT_EQ(won, 1) << key;
     EXPECT_EQ(tilelang("load", a_->mountpoint(), key).status, kHit) << key;
     EXPECT_EQ(tilelang("load", b_->mountpoint(), key).status, kHit) << key;
     const auto in_b = list_dir(a_->b("ns/kernels/" + key));
-    EXPECT_EQ(in_b, (std::set<std::string>{".", "..", ".sealfs-manifest", "device_kernel.cu", "host_kernel.cu",
-                                           "kernel_lib.so", "params.pkl"}))
+    EXPECT_EQ(in_b, (std::set<std::string>{".", "..", ".sealfs-manifest", "device_kernel.cu",
+                                           "host_kernel.cu", "kernel_lib.so", "params.pkl"}))
         << key;
   }
   EXPECT_EQ(wait_process(reader, std::chrono::seconds(60)), 0) << file_text(logs / "reader.log");

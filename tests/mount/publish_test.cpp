@@ -161,7 +161,8 @@ void reader_loop(const std::string& path, size_t size, ReaderTally& tally) {
       continue;
     }
     // Whole and uniform: all 'A' or all 'B', exactly size bytes.
-    const bool whole = got == size && (buf.find_first_not_of(buf[0]) >= size) && (buf[0] == 'A' || buf[0] == 'B');
+    const bool whole =
+        got == size && (buf.find_first_not_of(buf[0]) >= size) && (buf[0] == 'A' || buf[0] == 'B');
     if (!whole) tally.mixed++;
     tally.reads++;
   }
@@ -171,7 +172,8 @@ TEST_F(Publish, R6ReplacingAFileEntryIsAtomicForReaders) {
   constexpr size_t kSize = 64 * 1024;
   constexpr int kReplacements = 1000;
   ASSERT_EQ(publish_file("f", std::string(kSize, 'A')), 0);
-  void* shared = ::mmap(nullptr, sizeof(ReaderTally), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  void* shared =
+      ::mmap(nullptr, sizeof(ReaderTally), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(shared, MAP_FAILED);
   auto* tally = new (shared) ReaderTally();
   const pid_t reader = ::fork();

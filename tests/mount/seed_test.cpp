@@ -22,7 +22,9 @@ class SeedScenario : public ::testing::Test {
     mount_ = std::make_unique<Mount>(MountConfig::with({"profile=tilelang"}));
     ASSERT_TRUE(mount_->ok()) << mount_->error();
   }
-  std::string m(const std::string& rel = "") const { return rel.empty() ? mount_->mountpoint() : mount_->m(rel); }
+  std::string m(const std::string& rel = "") const {
+    return rel.empty() ? mount_->mountpoint() : mount_->m(rel);
+  }
   std::string b(const std::string& rel) const { return mount_->b(rel); }
 
   void save_and_hit() {
@@ -41,9 +43,9 @@ class SeedScenario : public ::testing::Test {
     EXPECT_FALSE(list_dir(m("ns/kernels")).count("k"));
     EXPECT_EQ(lstat_errno(m(kEntry)), ENOENT);
     const auto quarantined = quarantined_files(*mount_);
-    EXPECT_TRUE(std::any_of(quarantined.begin(), quarantined.end(),
-                            [](const std::string& p) { return p.find("kernel_lib.so") != std::string::npos; }))
-        << "quarantine holds no kernel_lib.so";
+    EXPECT_TRUE(std::any_of(quarantined.begin(), quarantined.end(), [](const std::string& p) {
+      return p.find("kernel_lib.so") != std::string::npos;
+    })) << "quarantine holds no kernel_lib.so";
     ProcessResult saved = tilelang("save", m(), "k");
     EXPECT_EQ(saved.status, 0) << saved.out << saved.err;
     ProcessResult again = tilelang("load", m(), "k");
@@ -126,8 +128,8 @@ TEST_F(SeedScenario, ConcurrentSavesOneWinsAndReadersNeverSeeAPartialEntry) {
   TempDir logs("sealfs-savers");
   std::vector<pid_t> savers;
   for (int i = 0; i < kSavers; ++i) {
-    savers.push_back(spawn_process({std::getenv("SEALFS_PYTHON"), std::getenv("SEALFS_TILELANG_PROTOCOL"), "save",
-                                    m(), "k", "--variant", "v" + std::to_string(i)},
+    savers.push_back(spawn_process({std::getenv("SEALFS_PYTHON"), std::getenv("SEALFS_TILELANG_PROTOCOL"),
+                                    "save", m(), "k", "--variant", "v" + std::to_string(i)},
                                    logs / ("saver" + std::to_string(i)), {"PYTHONDONTWRITEBYTECODE=1"}));
     ASSERT_GT(savers.back(), 0);
   }

@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "core/verify/entry.hpp"
 #include "core/store/store.hpp"
+#include "core/verify/entry.hpp"
 
 namespace sealfs::test {
 

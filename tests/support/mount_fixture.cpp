@@ -8,8 +8,8 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -55,7 +55,8 @@ std::string fuse_unusable_reason() {
   const int fd = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
   if (fd < 0) return std::string("cannot open /dev/fuse: ") + std::strerror(errno);
   ::close(fd);
-  if (::geteuid() != 0 && ::access("/usr/bin/fusermount3", X_OK) != 0 && ::access("/bin/fusermount3", X_OK) != 0)
+  if (::geteuid() != 0 && ::access("/usr/bin/fusermount3", X_OK) != 0 &&
+      ::access("/bin/fusermount3", X_OK) != 0)
     return "not root and no fusermount3";
   if (sealfs_binary().empty()) return "SEALFS_BINARY is not set";
   return {};

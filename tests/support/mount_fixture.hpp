@@ -25,13 +25,13 @@ namespace sealfs::test {
 std::string fuse_unusable_reason();
 bool running_under_ci();
 
-#define SEALFS_REQUIRE_FUSE()                                                      \
-  do {                                                                             \
-    const std::string sealfs_why_ = ::sealfs::test::fuse_unusable_reason();        \
-    if (!sealfs_why_.empty()) {                                                    \
+#define SEALFS_REQUIRE_FUSE()                                                                      \
+  do {                                                                                             \
+    const std::string sealfs_why_ = ::sealfs::test::fuse_unusable_reason();                        \
+    if (!sealfs_why_.empty()) {                                                                    \
       if (::sealfs::test::running_under_ci()) FAIL() << "FUSE unusable under CI: " << sealfs_why_; \
-      GTEST_SKIP() << "FUSE unusable: " << sealfs_why_;                            \
-    }                                                                              \
+      GTEST_SKIP() << "FUSE unusable: " << sealfs_why_;                                            \
+    }                                                                                              \
   } while (0)
 
 // $SEALFS_BINARY, the sealfs executable under test.
@@ -41,7 +41,7 @@ std::string sealfs_binary();
 bool is_fuse_mount(const std::string& path);
 
 struct MountConfig {
-  std::vector<std::string> options;   // each one "-o" list, e.g. "profile=tilelang"
+  std::vector<std::string> options;    // each one "-o" list, e.g. "profile=tilelang"
   std::optional<std::string> backing;  // an existing B instead of a fresh temp dir
   bool over_backing = false;           // mount on B itself (`sealfs B B`)
   std::vector<std::string> env;        // extra "NAME=value" for the daemon

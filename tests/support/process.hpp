@@ -19,7 +19,8 @@ struct ProcessResult {
 };
 
 // Run argv[0] (searched in PATH) with extra "NAME=value" environment entries.
-ProcessResult run_process(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {},
+ProcessResult run_process(const std::vector<std::string>& argv,
+                          const std::vector<std::string>& extra_env = {},
                           std::chrono::milliseconds limit = std::chrono::seconds(60));
 
 // Start argv in the background with stdout and stderr going to log_path.

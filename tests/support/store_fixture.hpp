@@ -4,10 +4,9 @@
 #pragma once
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <map>
 #include <memory>
@@ -18,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/store/store.hpp"
 #include "core/layout/paths.hpp"
+#include "core/store/store.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace sealfs::test {

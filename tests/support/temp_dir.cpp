@@ -18,7 +18,8 @@ TempDir::TempDir(std::string_view prefix) {
   std::string tmpl = std::string(base && *base ? base : "/tmp") + "/" + std::string(prefix) + ".XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
-  if (::mkdtemp(buf.data()) == nullptr) throw std::runtime_error("mkdtemp " + tmpl + ": " + std::strerror(errno));
+  if (::mkdtemp(buf.data()) == nullptr)
+    throw std::runtime_error("mkdtemp " + tmpl + ": " + std::strerror(errno));
   path_ = buf.data();
 }
 

@@ -64,8 +64,9 @@ TEST(Digest, HexRejectsAnythingButSixtyFourLowercaseDigits) {
   upper[0] = 'B';
   std::string with_nul(kAbc);
   with_nul[10] = '\0';
-  const std::string bad[] = {"", std::string(kAbc.substr(0, 63)), std::string(kAbc) + "0", upper,
-                             std::string(63, '0') + "g", " " + std::string(kAbc.substr(1)), with_nul};
+  const std::string bad[] = {"",      std::string(kAbc.substr(0, 63)), std::string(kAbc) + "0",
+                             upper,   std::string(63, '0') + "g",      " " + std::string(kAbc.substr(1)),
+                             with_nul};
   for (const auto& s : bad) {
     EXPECT_FALSE(is_sha256_hex(s)) << s;
     auto r = sha256_from_hex(s);

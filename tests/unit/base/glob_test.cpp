@@ -14,7 +14,8 @@ struct GlobCase {
 };
 
 void PrintTo(const GlobCase& c, std::ostream* os) {
-  *os << "glob_match(\"" << c.pattern << "\", \"" << c.path << "\") should be " << (c.match ? "true" : "false");
+  *os << "glob_match(\"" << c.pattern << "\", \"" << c.path << "\") should be "
+      << (c.match ? "true" : "false");
 }
 
 class GlobTable : public ::testing::TestWithParam<GlobCase> {};
@@ -49,16 +50,20 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(GlobQuestion, GlobTable,
                          ::testing::Values(GlobCase{"?", "a", true}, GlobCase{"?", "", false},
                                            GlobCase{"?", "ab", false}, GlobCase{"a?c", "abc", true},
-                                           GlobCase{"a?c", "a/c", false}, GlobCase{"?" "?/?", "ab/c", true}));
+                                           GlobCase{"a?c", "a/c", false},
+                                           GlobCase{"?"
+                                                    "?/?",
+                                                    "ab/c", true}));
 
-INSTANTIATE_TEST_SUITE_P(
-    GlobClass, GlobTable,
-    ::testing::Values(GlobCase{"[abc]", "b", true}, GlobCase{"[abc]", "d", false}, GlobCase{"[a-c]x", "cx", true},
-                      GlobCase{"[a-c]x", "dx", false}, GlobCase{"[!a-c]", "d", true},
-                      GlobCase{"[!a-c]", "a", false}, GlobCase{"[^a]", "b", true}, GlobCase{"[]]", "]", true},
-                      GlobCase{"[a-]", "-", true}, GlobCase{"*.[ch]", "x.h", true}, GlobCase{"*.[ch]", "x.o", false},
-                      GlobCase{"[ab", "[ab", true},  // unclosed: literal '['
-                      GlobCase{"[ab", "a", false}, GlobCase{"[/]", "/", false}));
+INSTANTIATE_TEST_SUITE_P(GlobClass, GlobTable,
+                         ::testing::Values(GlobCase{"[abc]", "b", true}, GlobCase{"[abc]", "d", false},
+                                           GlobCase{"[a-c]x", "cx", true}, GlobCase{"[a-c]x", "dx", false},
+                                           GlobCase{"[!a-c]", "d", true}, GlobCase{"[!a-c]", "a", false},
+                                           GlobCase{"[^a]", "b", true}, GlobCase{"[]]", "]", true},
+                                           GlobCase{"[a-]", "-", true}, GlobCase{"*.[ch]", "x.h", true},
+                                           GlobCase{"*.[ch]", "x.o", false},
+                                           GlobCase{"[ab", "[ab", true},  // unclosed: literal '['
+                                           GlobCase{"[ab", "a", false}, GlobCase{"[/]", "/", false}));
 
 INSTANTIATE_TEST_SUITE_P(
     GlobDoubleStar, GlobTable,
@@ -66,16 +71,17 @@ INSTANTIATE_TEST_SUITE_P(
         GlobCase{"**", "", true}, GlobCase{"**", "a", true}, GlobCase{"**", "a/b/c", true},
         GlobCase{"tmp/**", "tmp", true},  // the directory itself
         GlobCase{"tmp/**", "tmp/x", true}, GlobCase{"tmp/**", "tmp/x/y/z", true},
-        GlobCase{"tmp/**", "tmpx", false}, GlobCase{"tmp/**", "a/tmp/x", false}, GlobCase{"tmp/**", "", false},
-        GlobCase{"**/*.so", "kernel_lib.so", true},  // zero components
+        GlobCase{"tmp/**", "tmpx", false}, GlobCase{"tmp/**", "a/tmp/x", false},
+        GlobCase{"tmp/**", "", false}, GlobCase{"**/*.so", "kernel_lib.so", true},  // zero components
         GlobCase{"**/*.so", "ns/kernels/k/kernel_lib.so", true}, GlobCase{"**/*.so", "ns/x.so/y", false},
         GlobCase{"**/.staging/**", "ns/.staging", true}, GlobCase{"**/.staging/**", ".staging", true},
         GlobCase{"**/.staging/**", "ns/.staging/k_1_2/kernel_lib.so", true},
         GlobCase{"**/.staging/**", "ns/staging/x", false}, GlobCase{"**/.staging/**", "ns/x.staging", false},
-        GlobCase{"a/**/b", "a/b", true}, GlobCase{"a/**/b", "a/x/y/b", true}, GlobCase{"a/**/b", "a/x/y/c", false},
-        GlobCase{"a/**/b", "b", false}, GlobCase{"**/a/**/b/**", "x/a/y/b", true},
-        GlobCase{"**/a/**/b/**", "x/a/y/z/b/w/v", true}, GlobCase{"**/a/**/b/**", "x/b/y/a", false},
-        GlobCase{"**/**", "a/b", true}, GlobCase{"**/x", "a/x/b", false},
+        GlobCase{"a/**/b", "a/b", true}, GlobCase{"a/**/b", "a/x/y/b", true},
+        GlobCase{"a/**/b", "a/x/y/c", false}, GlobCase{"a/**/b", "b", false},
+        GlobCase{"**/a/**/b/**", "x/a/y/b", true}, GlobCase{"**/a/**/b/**", "x/a/y/z/b/w/v", true},
+        GlobCase{"**/a/**/b/**", "x/b/y/a", false}, GlobCase{"**/**", "a/b", true},
+        GlobCase{"**/x", "a/x/b", false},
         GlobCase{"**/tmp.pid_*/**", "key/tmp.pid_42_uuid/kernel.cubin", true},
         GlobCase{"**/tmp.pid_*/**", "key/kernel.cubin", false}));
 

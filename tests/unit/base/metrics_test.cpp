@@ -31,9 +31,10 @@ TEST(Metrics, EachCounterLandsUnderItsOwnKey) {
   m.quarantined = 8;
   m.rejected = 9;
   m.seals = 10;
-  EXPECT_EQ(m.to_json(),
-            "{\"abandoned\":1,\"bytes_hashed\":18446744073709551615,\"files_hashed\":3,\"hidden\":4,\"hits\":5,"
-            "\"lookups\":6,\"publishes\":7,\"quarantined\":8,\"rejected\":9,\"seals\":10}");
+  EXPECT_EQ(
+      m.to_json(),
+      "{\"abandoned\":1,\"bytes_hashed\":18446744073709551615,\"files_hashed\":3,\"hidden\":4,\"hits\":5,"
+      "\"lookups\":6,\"publishes\":7,\"quarantined\":8,\"rejected\":9,\"seals\":10}");
 }
 
 TEST(Metrics, JsonIsCanonicalOneLine) {

@@ -6,6 +6,7 @@
 
 #include <elf.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,17 +17,15 @@
 #include <set>
 #include <sstream>
 
-#include <gtest/gtest.h>
-
-#include "core/cuda/file_bytes.hpp"
-#include "core/cuda/magic_scan.hpp"
+#include "core/base/unique_fd.hpp"
 #include "core/cuda/elf_reader.hpp"
 #include "core/cuda/fatbin.hpp"
+#include "core/cuda/file_bytes.hpp"
+#include "core/cuda/magic_scan.hpp"
+#include "core/cuda/ptx_text.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/profile.hpp"
-#include "core/cuda/ptx_text.hpp"
 #include "core/store/store.hpp"
-#include "core/base/unique_fd.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace sealfs {
@@ -35,7 +34,9 @@ namespace {
 namespace fs = std::filesystem;
 using Bytes = std::vector<std::byte>;
 
-fs::path fixture_dir() { return fs::path(__FILE__).parent_path().parent_path().parent_path() / "fixtures" / "cuda"; }
+fs::path fixture_dir() {
+  return fs::path(__FILE__).parent_path().parent_path().parent_path() / "fixtures" / "cuda";
+}
 
 Bytes to_bytes(std::string_view s) {
   Bytes out(s.size());
@@ -66,7 +67,9 @@ std::vector<std::string> arch_names(const CudaScan& scan) {
   return out;
 }
 
-Bytes truncated(const Bytes& b, std::size_t n) { return Bytes(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(n)); }
+Bytes truncated(const Bytes& b, std::size_t n) {
+  return Bytes(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(n));
+}
 
 // Every 1/64th of the file, plus extra cut points (header boundaries ±1).
 void expect_all_truncations_rejected(const Bytes& whole, std::set<std::size_t> extra = {}) {
@@ -103,7 +106,8 @@ const Elf64_Shdr* find_section(const Bytes& b, std::string_view name) {
 }
 
 // Run the validator over bytes written to a file named `name`.
-ValidationOutcome validate(const Bytes& content, std::string_view name, std::string_view mode = "structural") {
+ValidationOutcome validate(const Bytes& content, std::string_view name,
+                           std::string_view mode = "structural") {
   test::TempDir dir("sealfs-cuda");
   const std::string path = dir / name;
   test::write_file(path, std::string_view(reinterpret_cast<const char*>(content.data()), content.size()));
@@ -202,7 +206,10 @@ TEST(CudaScan, NonCudaContentHasNoImages) {
 
 TEST(CudaScan, EmptyAndCutMagicAreRejected) {
   EXPECT_EQ(scan_cuda_images(Bytes{}).code(), EBADMSG);
-  EXPECT_EQ(scan_cuda_images(to_bytes("\x7f" "E")).code(), EBADMSG);
+  EXPECT_EQ(scan_cuda_images(to_bytes("\x7f"
+                                      "E"))
+                .code(),
+            EBADMSG);
   EXPECT_EQ(scan_cuda_images(to_bytes("\x50\xed\x55")).code(), EBADMSG);
 }
 
@@ -275,34 +282,37 @@ TEST(CudaDamage, FatbinHeaderDefectsAreRejected) {
   const std::size_t cubin = entries[0], ptx = entries[2];
   const std::size_t cubin_payload = cubin + get<std::uint32_t>(sound, cubin + 4);
   expect_patches_rejected(
-      sound, {
-                 {"container version 2", [](Bytes& b) { put<std::uint16_t>(b, 4, 2); }},
-                 {"container header size 24", [](Bytes& b) { put<std::uint16_t>(b, 6, 24); }},
-                 {"fat size overstated", [](Bytes& b) { put<std::uint64_t>(b, 8, get<std::uint64_t>(b, 8) + 8); }},
-                 {"fat size understated", [](Bytes& b) { put<std::uint64_t>(b, 8, get<std::uint64_t>(b, 8) - 8); }},
-                 {"entry kind 3", [cubin](Bytes& b) { put<std::uint16_t>(b, cubin, 3); }},
-                 {"entry header size 63", [cubin](Bytes& b) { put<std::uint32_t>(b, cubin + 4, 63); }},
-                 {"entry header size huge", [cubin](Bytes& b) { put<std::uint32_t>(b, cubin + 4, 1u << 30); }},
-                 {"entry payload overstated",
-                  [cubin](Bytes& b) { put<std::uint64_t>(b, cubin + 8, get<std::uint64_t>(b, cubin + 8) + 8); }},
-                 {"entry payload 2^63", [cubin](Bytes& b) { put<std::uint64_t>(b, cubin + 8, 1ull << 63); }},
-                 {"entry arch 0", [cubin](Bytes& b) { put<std::uint32_t>(b, cubin + 28, 0); }},
-                 {"entry arch differs from its cubin", [cubin](Bytes& b) { put<std::uint32_t>(b, cubin + 28, 86); }},
-                 {"compressed size past payload",
-                  [ptx](Bytes& b) { put<std::uint32_t>(b, ptx + 16, static_cast<std::uint32_t>(get<std::uint64_t>(b, ptx + 8) + 1)); }},
-                 {"uncompressed size implausible", [ptx](Bytes& b) { put<std::uint64_t>(b, ptx + 56, 1ull << 40); }},
-                 {"embedded cubin e_shoff past end",
-                  [cubin_payload](Bytes& b) { put<std::uint64_t>(b, cubin_payload + offsetof(Elf64_Ehdr, e_shoff), 1u << 20); }},
-                 {"embedded cubin ELF magic", [cubin_payload](Bytes& b) { b[cubin_payload + 1] = std::byte{'X'}; }},
-             });
+      sound,
+      {
+          {"container version 2", [](Bytes& b) { put<std::uint16_t>(b, 4, 2); }},
+          {"container header size 24", [](Bytes& b) { put<std::uint16_t>(b, 6, 24); }},
+          {"fat size overstated", [](Bytes& b) { put<std::uint64_t>(b, 8, get<std::uint64_t>(b, 8) + 8); }},
+          {"fat size understated", [](Bytes& b) { put<std::uint64_t>(b, 8, get<std::uint64_t>(b, 8) - 8); }},
+          {"entry kind 3", [cubin](Bytes& b) { put<std::uint16_t>(b, cubin, 3); }},
+          {"entry header size 63", [cubin](Bytes& b) { put<std::uint32_t>(b, cubin + 4, 63); }},
+          {"entry header size huge", [cubin](Bytes& b) { put<std::uint32_t>(b, cubin + 4, 1u << 30); }},
+          {"entry payload overstated",
+           [cubin](Bytes& b) { put<std::uint64_t>(b, cubin + 8, get<std::uint64_t>(b, cubin + 8) + 8); }},
+          {"entry payload 2^63", [cubin](Bytes& b) { put<std::uint64_t>(b, cubin + 8, 1ull << 63); }},
+          {"entry arch 0", [cubin](Bytes& b) { put<std::uint32_t>(b, cubin + 28, 0); }},
+          {"entry arch differs from its cubin", [cubin](Bytes& b) { put<std::uint32_t>(b, cubin + 28, 86); }},
+          {"compressed size past payload",
+           [ptx](Bytes& b) {
+             put<std::uint32_t>(b, ptx + 16, static_cast<std::uint32_t>(get<std::uint64_t>(b, ptx + 8) + 1));
+           }},
+          {"uncompressed size implausible", [ptx](Bytes& b) { put<std::uint64_t>(b, ptx + 56, 1ull << 40); }},
+          {"embedded cubin e_shoff past end",
+           [cubin_payload](Bytes& b) {
+             put<std::uint64_t>(b, cubin_payload + offsetof(Elf64_Ehdr, e_shoff), 1u << 20);
+           }},
+          {"embedded cubin ELF magic", [cubin_payload](Bytes& b) { b[cubin_payload + 1] = std::byte{'X'}; }},
+      });
 }
 
 TEST(CudaDamage, CubinHeaderDefectsAreRejected) {
   const Bytes sound = fixture("kernel_sm80.cubin");
   const auto eh = get<Elf64_Ehdr>(sound, 0);
-  auto field = [](std::size_t off, auto value) {
-    return [off, value](Bytes& b) { put(b, off, value); };
-  };
+  auto field = [](std::size_t off, auto value) { return [off, value](Bytes& b) { put(b, off, value); }; };
   expect_patches_rejected(
       sound, {
                  {"class 3", [](Bytes& b) { b[EI_CLASS] = std::byte{3}; }},
@@ -332,15 +342,14 @@ TEST(CudaDamage, HostLibraryWithDamagedNvFatbinIsRejected) {
   const std::size_t at = sh->sh_offset;
   const std::size_t size = sh->sh_size;
   expect_patches_rejected(
-      sound, {
-                 {"fatbin magic", [at](Bytes& b) { b[at] = std::byte{0x51}; }},
-                 {"fat size past the section",
-                  [at, size](Bytes& b) { put<std::uint64_t>(b, at + 8, size); }},
-                 {"first entry's payload size",
-                  [at](Bytes& b) { put<std::uint64_t>(b, at + 16 + 8, get<std::uint64_t>(b, at + 16 + 8) * 2); }},
-                 {"a cubin's bytes zeroed",
-                  [at](Bytes& b) { std::memset(b.data() + at + 16 + 64, 0, 64); }},
-             });
+      sound,
+      {
+          {"fatbin magic", [at](Bytes& b) { b[at] = std::byte{0x51}; }},
+          {"fat size past the section", [at, size](Bytes& b) { put<std::uint64_t>(b, at + 8, size); }},
+          {"first entry's payload size",
+           [at](Bytes& b) { put<std::uint64_t>(b, at + 16 + 8, get<std::uint64_t>(b, at + 16 + 8) * 2); }},
+          {"a cubin's bytes zeroed", [at](Bytes& b) { std::memset(b.data() + at + 16 + 64, 0, 64); }},
+      });
 }
 
 TEST(CudaDamage, EmbeddedBlobCubinWithOverstatedTablesIsRejected) {
@@ -453,7 +462,9 @@ TEST(CudaValidator, FileNamedAsDeviceImageMustHoldOne) {
 }
 
 TEST(CudaValidator, OffAcceptsAnythingAndRecordsNothing) {
-  const auto outcome = validate(to_bytes("\x7f" "ELF"), "kernel_lib.so", "off");
+  const auto outcome = validate(to_bytes("\x7f"
+                                         "ELF"),
+                                "kernel_lib.so", "off");
   EXPECT_TRUE(outcome.accepted);
   EXPECT_TRUE(outcome.record_json.empty());
 }
@@ -485,8 +496,9 @@ TEST(CudaRecord, SortedAndDeduplicated) {
   const std::vector<CudaImageInfo> images{{CudaImageKind::ptx, 80, "", true},
                                           {CudaImageKind::elf, 90, "a", false},
                                           {CudaImageKind::elf, 90, "a", false}};
-  EXPECT_EQ(cuda_record_json(images, "loaded"),
-            R"({"driver":"loaded","images":[{"arch":"sm_90a","kind":"elf"},{"arch":"compute_80","kind":"ptx"}]})");
+  EXPECT_EQ(
+      cuda_record_json(images, "loaded"),
+      R"({"driver":"loaded","images":[{"arch":"sm_90a","kind":"elf"},{"arch":"compute_80","kind":"ptx"}]})");
 }
 
 // ---- cuda-check ---------------------------------------------------------------------
@@ -494,7 +506,8 @@ TEST(CudaRecord, SortedAndDeduplicated) {
 TEST(CudaCheck, ExitCodes) {
   test::TempDir dir("sealfs-cuda-check");
   const Bytes lib = fixture("kernel_lib.so");
-  test::write_file(dir / "bad.so", std::string_view(reinterpret_cast<const char*>(lib.data()), lib.size() / 3));
+  test::write_file(dir / "bad.so",
+                   std::string_view(reinterpret_cast<const char*>(lib.data()), lib.size() / 3));
   const std::string good = (fixture_dir() / "kernel_lib.so").string();
   std::ostringstream out, err;
   EXPECT_EQ(run_cuda_check({good}, "structural", out, err), 0) << err.str();
@@ -564,7 +577,8 @@ TEST_F(CudaPublish, TruncatedKernelLibraryIsRefusedAndNothingBecomesVisible) {
   Found kernels = dir("ns", "kernels");
   EXPECT_EQ(store_->lookup(kernels.fd.get(), "k").code(), ENOENT);
   EXPECT_FALSE(test::exists_nofollow(dir_ / "ns/kernels/k"));
-  EXPECT_TRUE(test::exists_nofollow(dir_ / "ns/.staging/k_1_2/kernel_lib.so"));  // left for the writer to clean
+  EXPECT_TRUE(
+      test::exists_nofollow(dir_ / "ns/.staging/k_1_2/kernel_lib.so"));  // left for the writer to clean
 }
 
 TEST_F(CudaPublish, SoundKernelLibraryPublishesAndTheManifestRecordsArchitectures) {
@@ -600,9 +614,10 @@ TEST(CudaNvcc, FreshlyBuiltImagesMatchTheirTargets) {
   if (nvcc.empty()) GTEST_SKIP() << "nvcc not installed; the committed fixtures cover this";
   test::TempDir dir("sealfs-nvcc");
   const std::string src = (fixture_dir() / "kernel.cu").string();
-  const std::string cmd = nvcc + " -cubin -arch=sm_90 -o " + (dir / "k.cubin") + " " + src + " && " + nvcc +
-                          " -fatbin -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=compute_80 -o " +
-                          (dir / "k.fatbin") + " " + src;
+  const std::string cmd =
+      nvcc + " -cubin -arch=sm_90 -o " + (dir / "k.cubin") + " " + src + " && " + nvcc +
+      " -fatbin -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=compute_80 -o " +
+      (dir / "k.fatbin") + " " + src;
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   auto cubin = scan_cuda_images(to_bytes(test::read_file(dir / "k.cubin").value_or("")));
   ASSERT_TRUE(cubin.ok()) << cubin.error().message;

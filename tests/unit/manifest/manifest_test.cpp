@@ -1,8 +1,7 @@
 #include "core/manifest/manifest.hpp"
 
-#include <linux/limits.h>
-
 #include <gtest/gtest.h>
+#include <linux/limits.h>
 
 #include <string>
 
@@ -32,7 +31,9 @@ void expect_rejected(std::string_view json, std::string_view needle) {
       << "message \"" << r.error().message << "\" lacks \"" << needle << "\"";
 }
 
-std::string with_files(std::string_view files) { return "{\"files\":" + std::string(files) + ",\"sealfs\":1}"; }
+std::string with_files(std::string_view files) {
+  return "{\"files\":" + std::string(files) + ",\"sealfs\":1}";
+}
 
 TEST(Manifest, SerializeIsCanonical) {
   EXPECT_EQ(serialize_manifest(sample()),
@@ -64,8 +65,8 @@ TEST(Manifest, CanonicalTextSurvivesParseSerialize) {
   const std::string canonical[] = {
       "{\"files\":{},\"sealfs\":1}",
       "{\"files\":{\"a\":{\"size\":0}},\"sealfs\":1}",
-      "{\"accept\":{\"f\":{\"sha256\":\"" + kHexB + "\",\"size\":1}},\"files\":{\"f\":{\"sha256\":\"" + kHexA +
-          "\",\"size\":1}},\"name\":\"f\",\"sealfs\":1}",
+      "{\"accept\":{\"f\":{\"sha256\":\"" + kHexB + "\",\"size\":1}},\"files\":{\"f\":{\"sha256\":\"" +
+          kHexA + "\",\"size\":1}},\"name\":\"f\",\"sealfs\":1}",
       "{\"a\":{\"x\":[{\"b\":1,\"c\":2}]},\"files\":{},\"sealfs\":1,\"z\":\"\\u0001\\n\\\"\"}",
       "{\"files\":{\"caf\xc3\xa9\":{\"size\":1125899906842624}},\"sealfs\":1}",  // max size, UTF-8 name
   };
@@ -77,8 +78,8 @@ TEST(Manifest, CanonicalTextSurvivesParseSerialize) {
 }
 
 TEST(Manifest, ParseAcceptsAnyKeyOrderAndWhitespace) {
-  std::string loose = " {\n \"sealfs\" : 1 ,\"files\": {\"b\":{\"size\":2},\"a\":{\"size\":1, \"sha256\":\"" + kHexA +
-                      "\"}},\"x\":{\"q\":1, \"p\":[ 2 ]} }\n";
+  std::string loose = " {\n \"sealfs\" : 1 ,\"files\": {\"b\":{\"size\":2},\"a\":{\"size\":1, \"sha256\":\"" +
+                      kHexA + "\"}},\"x\":{\"q\":1, \"p\":[ 2 ]} }\n";
   auto m = parse_manifest(loose);
   ASSERT_TRUE(m.ok()) << m.error().message;
   EXPECT_EQ(m->files.size(), 2u);
@@ -104,7 +105,8 @@ TEST(Manifest, ExtraSectionsAreRecanonicalisedOnSerialize) {
 // manifest did not survive its own round trip. Such a manifest is refused (a
 // malformed manifest: R2); ordinary fractions still pass and round-trip.
 TEST(Manifest, NumbersWithoutAStableCanonicalFormAreRefused) {
-  auto huge = parse_manifest(R"({"sealfs":1,"files":{"x":{"size":3}},"extra":{"n":11111222222222222222232}})");
+  auto huge =
+      parse_manifest(R"({"sealfs":1,"files":{"x":{"size":3}},"extra":{"n":11111222222222222222232}})");
   ASSERT_FALSE(huge.ok());
   EXPECT_NE(huge.error().message.find("no stable canonical form"), std::string::npos) << huge.error().message;
   auto plain = parse_manifest(R"({"sealfs":1,"files":{},"extra":{"a":0.1,"b":-2.5e-3,"c":0e44,"d":1e22}})");
@@ -136,23 +138,40 @@ TEST(ManifestReject, TopLevelArray) { expect_rejected("[1]", "top level is not a
 TEST(ManifestReject, TopLevelString) { expect_rejected("\"sealfs\"", "top level is not an object"); }
 TEST(ManifestReject, MissingVersion) { expect_rejected("{\"files\":{}}", "missing \"sealfs\""); }
 TEST(ManifestReject, MissingFiles) { expect_rejected("{\"sealfs\":1}", "missing \"files\""); }
-TEST(ManifestReject, UnknownVersion) { expect_rejected("{\"sealfs\":2,\"files\":{}}", "unsupported version 2"); }
+TEST(ManifestReject, UnknownVersion) {
+  expect_rejected("{\"sealfs\":2,\"files\":{}}", "unsupported version 2");
+}
 TEST(ManifestReject, VersionZero) { expect_rejected("{\"sealfs\":0,\"files\":{}}", "unsupported version 0"); }
-TEST(ManifestReject, VersionAsString) { expect_rejected("{\"sealfs\":\"1\",\"files\":{}}", "not an integer"); }
+TEST(ManifestReject, VersionAsString) {
+  expect_rejected("{\"sealfs\":\"1\",\"files\":{}}", "not an integer");
+}
 TEST(ManifestReject, VersionAsDouble) { expect_rejected("{\"sealfs\":1.0,\"files\":{}}", "not an integer"); }
-TEST(ManifestReject, FilesNotObject) { expect_rejected("{\"sealfs\":1,\"files\":[]}", "files: not an object"); }
+TEST(ManifestReject, FilesNotObject) {
+  expect_rejected("{\"sealfs\":1,\"files\":[]}", "files: not an object");
+}
 TEST(ManifestReject, AcceptNotObject) {
   expect_rejected("{\"sealfs\":1,\"files\":{},\"accept\":1}", "accept: not an object");
 }
 TEST(ManifestReject, RecordNotObject) { expect_rejected(with_files("{\"a\":16}"), "not an object"); }
 TEST(ManifestReject, MissingSize) { expect_rejected(with_files("{\"a\":{}}"), "missing \"size\""); }
-TEST(ManifestReject, NegativeSize) { expect_rejected(with_files("{\"a\":{\"size\":-1}}"), "size: not an unsigned"); }
-TEST(ManifestReject, FractionalSize) { expect_rejected(with_files("{\"a\":{\"size\":1.5}}"), "size: not an unsigned"); }
-TEST(ManifestReject, IntegralDoubleSize) { expect_rejected(with_files("{\"a\":{\"size\":16.0}}"), "size: not an unsigned"); }
-TEST(ManifestReject, ExponentSize) { expect_rejected(with_files("{\"a\":{\"size\":1e3}}"), "size: not an unsigned"); }
-TEST(ManifestReject, StringSize) { expect_rejected(with_files("{\"a\":{\"size\":\"16\"}}"), "size: not an unsigned"); }
+TEST(ManifestReject, NegativeSize) {
+  expect_rejected(with_files("{\"a\":{\"size\":-1}}"), "size: not an unsigned");
+}
+TEST(ManifestReject, FractionalSize) {
+  expect_rejected(with_files("{\"a\":{\"size\":1.5}}"), "size: not an unsigned");
+}
+TEST(ManifestReject, IntegralDoubleSize) {
+  expect_rejected(with_files("{\"a\":{\"size\":16.0}}"), "size: not an unsigned");
+}
+TEST(ManifestReject, ExponentSize) {
+  expect_rejected(with_files("{\"a\":{\"size\":1e3}}"), "size: not an unsigned");
+}
+TEST(ManifestReject, StringSize) {
+  expect_rejected(with_files("{\"a\":{\"size\":\"16\"}}"), "size: not an unsigned");
+}
 TEST(ManifestReject, SizeOverLimit) {
-  expect_rejected(with_files("{\"a\":{\"size\":" + std::to_string(kMaxManifestFileSize + 1) + "}}"), "larger than");
+  expect_rejected(with_files("{\"a\":{\"size\":" + std::to_string(kMaxManifestFileSize + 1) + "}}"),
+                  "larger than");
 }
 TEST(ManifestReject, SizeOverUint64) {
   expect_rejected(with_files("{\"a\":{\"size\":18446744073709551616}}"), "size: not an unsigned");
@@ -165,7 +184,9 @@ TEST(ManifestReject, UppercaseDigest) {
 TEST(ManifestReject, ShortDigest) {
   expect_rejected(with_files("{\"a\":{\"sha256\":\"" + kHexA.substr(1) + "\",\"size\":1}}"), "sha256");
 }
-TEST(ManifestReject, DigestNotString) { expect_rejected(with_files("{\"a\":{\"sha256\":1,\"size\":1}}"), "sha256"); }
+TEST(ManifestReject, DigestNotString) {
+  expect_rejected(with_files("{\"a\":{\"sha256\":1,\"size\":1}}"), "sha256");
+}
 TEST(ManifestReject, EmptySymlinkTarget) {
   expect_rejected(with_files("{\"a\":{\"size\":0,\"symlink\":\"\"}}"), "symlink");
 }
@@ -175,13 +196,21 @@ TEST(ManifestReject, SymlinkTargetWithNul) {
 TEST(ManifestReject, UnknownRecordKey) {
   expect_rejected(with_files("{\"a\":{\"size\":1,\"mode\":420}}"), "unknown key \"mode\"");
 }
-TEST(ManifestReject, AbsolutePath) { expect_rejected(with_files("{\"/etc/passwd\":{\"size\":1}}"), "invalid path"); }
-TEST(ManifestReject, DotDotComponent) { expect_rejected(with_files("{\"a/../b\":{\"size\":1}}"), "invalid path"); }
+TEST(ManifestReject, AbsolutePath) {
+  expect_rejected(with_files("{\"/etc/passwd\":{\"size\":1}}"), "invalid path");
+}
+TEST(ManifestReject, DotDotComponent) {
+  expect_rejected(with_files("{\"a/../b\":{\"size\":1}}"), "invalid path");
+}
 TEST(ManifestReject, DotComponent) { expect_rejected(with_files("{\"./a\":{\"size\":1}}"), "invalid path"); }
-TEST(ManifestReject, EmptyComponent) { expect_rejected(with_files("{\"a//b\":{\"size\":1}}"), "invalid path"); }
+TEST(ManifestReject, EmptyComponent) {
+  expect_rejected(with_files("{\"a//b\":{\"size\":1}}"), "invalid path");
+}
 TEST(ManifestReject, TrailingSlash) { expect_rejected(with_files("{\"a/\":{\"size\":1}}"), "invalid path"); }
 TEST(ManifestReject, EmptyPath) { expect_rejected(with_files("{\"\":{\"size\":1}}"), "invalid path"); }
-TEST(ManifestReject, NulInName) { expect_rejected(with_files("{\"a\\u0000b\":{\"size\":1}}"), "invalid path"); }
+TEST(ManifestReject, NulInName) {
+  expect_rejected(with_files("{\"a\\u0000b\":{\"size\":1}}"), "invalid path");
+}
 TEST(ManifestReject, DuplicateTopLevelKey) {
   expect_rejected("{\"sealfs\":1,\"files\":{},\"sealfs\":1}", "duplicate key \"sealfs\"");
 }
@@ -205,7 +234,9 @@ TEST(ManifestReject, BracketsInsideStringsDoNotCountAsNesting) {
   EXPECT_TRUE(parse_manifest(s).ok());
 }
 TEST(ManifestReject, NameNotString) { expect_rejected("{\"sealfs\":1,\"files\":{},\"name\":1}", "\"name\""); }
-TEST(ManifestReject, NameWithSlash) { expect_rejected("{\"sealfs\":1,\"files\":{},\"name\":\"a/b\"}", "\"name\""); }
+TEST(ManifestReject, NameWithSlash) {
+  expect_rejected("{\"sealfs\":1,\"files\":{},\"name\":\"a/b\"}", "\"name\"");
+}
 TEST(ManifestReject, TooBig) {
   std::string big = "{\"sealfs\":1,\"files\":{},\"pad\":\"" + std::string(kMaxManifestBytes, 'x') + "\"}";
   expect_rejected(big, "larger than");
@@ -225,15 +256,26 @@ TEST(ManifestReject, MessageQuotesHostileNamesSafely) {
 TEST(ManifestPath, Valid) {
   EXPECT_TRUE(is_valid_manifest_path("a"));
   EXPECT_TRUE(is_valid_manifest_path("a/b/c.so"));
-  EXPECT_TRUE(is_valid_manifest_path("...")); // only "." and ".." are special
+  EXPECT_TRUE(is_valid_manifest_path("..."));  // only "." and ".." are special
   EXPECT_TRUE(is_valid_manifest_path(".hidden/..x"));
   EXPECT_TRUE(is_valid_manifest_path(std::string(NAME_MAX, 'x')));
 }
 
 TEST(ManifestPath, Invalid) {
   using namespace std::string_literals;
-  const std::string bad[] = {"", "/", "/a", "a/", "a//b", ".", "..", "a/.", "a/..", "../a", "./a",
-                             "a\0b"s, std::string(NAME_MAX + 1, 'x')};
+  const std::string bad[] = {"",
+                             "/",
+                             "/a",
+                             "a/",
+                             "a//b",
+                             ".",
+                             "..",
+                             "a/.",
+                             "a/..",
+                             "../a",
+                             "./a",
+                             "a\0b"s,
+                             std::string(NAME_MAX + 1, 'x')};
   for (const auto& p : bad) EXPECT_FALSE(is_valid_manifest_path(p)) << p;
 }
 

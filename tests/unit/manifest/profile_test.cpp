@@ -135,16 +135,28 @@ TEST(Profile, ValidatorNamesAreNotCheckedAtParse) {
 TEST(ProfileReject, NotJson) { expect_invalid("{", "invalid JSON"); }
 TEST(ProfileReject, TrailingGarbage) { expect_invalid("{} {}", "invalid JSON"); }
 TEST(ProfileReject, NotObject) { expect_invalid("[]", "top level is not an object"); }
-TEST(ProfileReject, UnknownKey) { expect_invalid(R"({"volatiles":["tmp/**"]})", "unknown key \"volatiles\""); }
+TEST(ProfileReject, UnknownKey) {
+  expect_invalid(R"({"volatiles":["tmp/**"]})", "unknown key \"volatiles\"");
+}
 TEST(ProfileReject, DuplicateKey) { expect_invalid(R"({"name":"a","name":"b"})", "duplicate key \"name\""); }
 TEST(ProfileReject, NameNotString) { expect_invalid(R"({"name":3})", "name: not a string"); }
-TEST(ProfileReject, VolatileNotArray) { expect_invalid(R"({"volatile":"tmp/**"})", "volatile: not an array"); }
-TEST(ProfileReject, SizeOnlyEntryNotString) { expect_invalid(R"({"size_only":["a",1]})", "size_only[1]: not a string"); }
+TEST(ProfileReject, VolatileNotArray) {
+  expect_invalid(R"({"volatile":"tmp/**"})", "volatile: not an array");
+}
+TEST(ProfileReject, SizeOnlyEntryNotString) {
+  expect_invalid(R"({"size_only":["a",1]})", "size_only[1]: not a string");
+}
 TEST(ProfileReject, EmptyGlob) { expect_invalid(R"({"volatile":["tmp/**",""]})", "volatile[1]: empty glob"); }
 TEST(ProfileReject, AbsoluteGlob) { expect_invalid(R"({"size_only":["/etc/*"]})", "size_only[0]: glob"); }
-TEST(ProfileReject, GlobWithNul) { expect_invalid(R"({"volatile":["a\u0000b"]})", "volatile[0]: glob contains NUL"); }
-TEST(ProfileReject, ValidatorsNotArray) { expect_invalid(R"({"validators":{}})", "validators: not an array"); }
-TEST(ProfileReject, ValidatorEntryNotObject) { expect_invalid(R"({"validators":["cuda"]})", "validators[0]: not an object"); }
+TEST(ProfileReject, GlobWithNul) {
+  expect_invalid(R"({"volatile":["a\u0000b"]})", "volatile[0]: glob contains NUL");
+}
+TEST(ProfileReject, ValidatorsNotArray) {
+  expect_invalid(R"({"validators":{}})", "validators: not an array");
+}
+TEST(ProfileReject, ValidatorEntryNotObject) {
+  expect_invalid(R"({"validators":["cuda"]})", "validators[0]: not an object");
+}
 TEST(ProfileReject, ValidatorMissingGlob) {
   expect_invalid(R"({"validators":[{"validator":"cuda"}]})", "validators[0]: missing \"glob\"");
 }

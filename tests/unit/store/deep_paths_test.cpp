@@ -46,7 +46,8 @@ class DeepPaths : public StoreFixture {
     for (int i = 0; i < levels; ++i) {
       const std::string name = level_name(i);
       EXPECT_EQ(::mkdirat(fds.back().get(), name.c_str(), 0755), 0) << std::strerror(errno);
-      fds.emplace_back(::openat(fds.back().get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      fds.emplace_back(
+          ::openat(fds.back().get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       EXPECT_TRUE(fds.back().valid());
       *rel = join_rel(*rel, name);
     }
@@ -114,7 +115,8 @@ TEST_F(DeepPaths, OpenBeneathWalksPathsLongerThanPathMax) {
   // Still no symlinks on the way, however long the path.
   ASSERT_EQ(::symlinkat(".", fds[kLevels - 1].get(), "link"), 0);
   auto [parent, leaf] = split_parent(rel);
-  EXPECT_FALSE(open_beneath(root_fd.get(), join_rel(join_rel(parent, "link"), leaf), O_PATH | O_DIRECTORY).ok());
+  EXPECT_FALSE(
+      open_beneath(root_fd.get(), join_rel(join_rel(parent, "link"), leaf), O_PATH | O_DIRECTORY).ok());
 }
 
 TEST_F(DeepPaths, StoreSealsAndOpensADeepFileThroughItsHint) {

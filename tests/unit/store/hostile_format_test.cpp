@@ -4,18 +4,17 @@
 //  8 a manifest gets the narrowest access of the files it covers;
 //  9 canonical means canonical: no byte-order mark, no invalid UTF-8.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include <string>
 
-#include "core/verify/entry.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_file.hpp"
-#include "tests/support/store_fixture.hpp"
+#include "core/verify/entry.hpp"
 #include "tests/support/entry_location.hpp"
+#include "tests/support/store_fixture.hpp"
 
 namespace sealfs::test {
 namespace {
@@ -35,12 +34,12 @@ TEST(HostileFormat, ByteOrderMarkIsRefused) {
 
 TEST(HostileFormat, InvalidUtf8AnywhereIsRefused) {
   const std::string bad[] = {
-      "{\"files\":{\"a\":{\"size\":1}},\"sealfs\":1,\"x\":\"\xff\"}",            // an unknown section's value
-      "{\"files\":{\"a\":{\"size\":1}},\"sealfs\":1,\"x\xc3\":1}",               // an unknown section's name (truncated)
+      "{\"files\":{\"a\":{\"size\":1}},\"sealfs\":1,\"x\":\"\xff\"}",  // an unknown section's value
+      "{\"files\":{\"a\":{\"size\":1}},\"sealfs\":1,\"x\xc3\":1}",  // an unknown section's name (truncated)
       "{\"files\":{\"a\":{\"size\":1}},\"sealfs\":1,\"x\":{\"k\":[\"\xc0\xaf\"]}}",  // overlong, nested
-      "{\"files\":{\"a\":{\"size\":1}},\"sealfs\":1,\"x\":\"\xed\xa0\x80\"}",    // a surrogate, raw
-      "{\"files\":{\"a\":{\"size\":1}},\"sealfs\":1,\"x\":\"\\udc00\"}",         // a lone low surrogate, escaped
-      "{\"files\":{\"a\":{\"note\":\"\xfe\",\"size\":1}},\"sealfs\":1}",        // in a record's other field
+      "{\"files\":{\"a\":{\"size\":1}},\"sealfs\":1,\"x\":\"\xed\xa0\x80\"}",        // a surrogate, raw
+      "{\"files\":{\"a\":{\"size\":1}},\"sealfs\":1,\"x\":\"\\udc00\"}",  // a lone low surrogate, escaped
+      "{\"files\":{\"a\":{\"note\":\"\xfe\",\"size\":1}},\"sealfs\":1}",  // in a record's other field
   };
   // File names and symlink targets are bytes (POSIX): recorded verbatim.
   EXPECT_TRUE(parse_manifest("{\"files\":{\"caf\xe9\":{\"size\":1}},\"sealfs\":1}").ok());
@@ -54,15 +53,19 @@ TEST(HostileFormat, InvalidUtf8AnywhereIsRefused) {
   }
   EXPECT_FALSE(canonical_json("[\"\\udc00\"]").ok());
   // Valid UTF-8 and escaped pairs stay accepted.
-  EXPECT_TRUE(parse_manifest("{\"files\":{\"caf\xc3\xa9\":{\"size\":1}},\"sealfs\":1,\"x\":\"\\ud83d\\ude00\xf0\x9f\x98\x80\"}").ok());
+  EXPECT_TRUE(
+      parse_manifest(
+          "{\"files\":{\"caf\xc3\xa9\":{\"size\":1}},\"sealfs\":1,\"x\":\"\\ud83d\\ude00\xf0\x9f\x98\x80\"}")
+          .ok());
 }
 
 TEST(HostileFormat, Utf8Validator) {
   EXPECT_TRUE(is_valid_utf8(""));
   EXPECT_TRUE(is_valid_utf8("plain ascii\x7f"));
   EXPECT_TRUE(is_valid_utf8("\xc2\x80\xdf\xbf\xe0\xa0\x80\xef\xbf\xbf\xf0\x90\x80\x80\xf4\x8f\xbf\xbf"));
-  for (const char* s : {"\x80", "\xc0\x80", "\xc1\xbf", "\xe0\x9f\xbf", "\xed\xa0\x80", "\xed\xbf\xbf", "\xf0\x8f\xbf\xbf",
-                        "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\xff", "\xc2", "\xe2\x82", "\xe2\x28\xa1"})
+  for (const char* s :
+       {"\x80", "\xc0\x80", "\xc1\xbf", "\xe0\x9f\xbf", "\xed\xa0\x80", "\xed\xbf\xbf", "\xf0\x8f\xbf\xbf",
+        "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\xff", "\xc2", "\xe2\x82", "\xe2\x28\xa1"})
     EXPECT_FALSE(is_valid_utf8(s)) << ::testing::PrintToString(std::string(s));
 }
 
@@ -81,7 +84,8 @@ TEST(HostileFormat, SymlinkTargetsStayInsideTheEntry) {
   EXPECT_FALSE(symlink_stays_inside("sub/l", "x/.."));
   // The format itself allows any target: where a symlink may point is the
   // entry verifier's rule (a file entry in a container may point anywhere).
-  EXPECT_TRUE(parse_manifest("{\"files\":{\"l\":{\"size\":11,\"symlink\":\"/etc/shadow\"}},\"sealfs\":1}").ok());
+  EXPECT_TRUE(
+      parse_manifest("{\"files\":{\"l\":{\"size\":11,\"symlink\":\"/etc/shadow\"}},\"sealfs\":1}").ok());
 }
 
 class HostileEntry : public ::testing::Test {
@@ -111,7 +115,8 @@ TEST_F(HostileEntry, ASymlinkUnderAHashedNameMakesTheEntryInvalid) {
   ASSERT_TRUE(write_manifest_atomic(dir_.get(), kDirManifest, m, false).ok());
   auto v = entries_.check(where(), VerifyDepth::fresh);
   EXPECT_FALSE(v->valid);
-  EXPECT_NE(v->reason.find("kernel_lib.so: a symlink where the profile hashes"), std::string::npos) << v->reason;
+  EXPECT_NE(v->reason.find("kernel_lib.so: a symlink where the profile hashes"), std::string::npos)
+      << v->reason;
   // The same symlink under a size-only name is fine (its target stays inside).
   ASSERT_EQ(::rename((tmp_ / "e/kernel_lib.so").c_str(), (tmp_ / "e/link.src").c_str()), 0);
   m.files.erase("kernel_lib.so");
@@ -205,13 +210,15 @@ TEST_F(HostileStore, PlantedSymlinkRecordsAreHidden) {
   // A relative climb out of a directory entry, under a size-only name.
   make_dirs(B("c/k"));
   ASSERT_EQ(::symlink("../../x", B("c/k/l.src").c_str()), 0);
-  write_file(B("c/k/.sealfs-manifest"), "{\"files\":{\"l.src\":{\"size\":7,\"symlink\":\"../../x\"}},\"sealfs\":1}");
+  write_file(B("c/k/.sealfs-manifest"),
+             "{\"files\":{\"l.src\":{\"size\":7,\"symlink\":\"../../x\"}},\"sealfs\":1}");
   // A hashed name as a symlink to a sibling inside the entry.
   make_dirs(B("c/j"));
   write_file(B("c/j/real.so"), "ELF");
   ASSERT_EQ(::symlink("real.so", B("c/j/kernel_lib.so").c_str()), 0);
-  write_file(B("c/j/.sealfs-manifest"), "{\"files\":{\"kernel_lib.so\":{\"size\":7,\"symlink\":\"real.so\"},\"real.so\":{\"sha256\":\"" +
-                                            to_hex(sha256_of("ELF")) + "\",\"size\":3}},\"sealfs\":1}");
+  write_file(B("c/j/.sealfs-manifest"),
+             "{\"files\":{\"kernel_lib.so\":{\"size\":7,\"symlink\":\"real.so\"},\"real.so\":{\"sha256\":\"" +
+                 to_hex(sha256_of("ELF")) + "\",\"size\":3}},\"sealfs\":1}");
   auto report = store().fsck(false);
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->invalid, 3u);
@@ -222,8 +229,8 @@ TEST_F(HostileStore, PlantedSymlinkRecordsAreHidden) {
 
 TEST_F(HostileStore, ManifestWithAByteOrderMarkIsInvalid) {
   write_file(B("f"), "x");
-  write_file(B(".sealfs-manifest.f"), "\xEF\xBB\xBF{\"files\":{\"f\":{\"sha256\":\"" + to_hex(sha256_of("x")) +
-                                          "\",\"size\":1}},\"sealfs\":1}");
+  write_file(B(".sealfs-manifest.f"), "\xEF\xBB\xBF{\"files\":{\"f\":{\"sha256\":\"" +
+                                          to_hex(sha256_of("x")) + "\",\"size\":1}},\"sealfs\":1}");
   EXPECT_EQ(lookup_errno("f"), ENOENT);
   write_file(B("g"), "x");
   write_file(B(".sealfs-manifest.g"), "{\"files\":{\"g\":{\"sha256\":\"" + to_hex(sha256_of("x")) +
@@ -263,7 +270,8 @@ TEST(HostileAccess, NarrowestAccess) {
   EXPECT_EQ(narrowest_access({st(0600, 5)}), (ManifestAccess{0600, std::nullopt}));
   EXPECT_EQ(narrowest_access({st(0640, 5), st(0600, 5)}), (ManifestAccess{0600, std::nullopt}));
   EXPECT_EQ(narrowest_access({st(0640, 5), st(0644, 5)}), (ManifestAccess{0640, 5}));
-  EXPECT_EQ(narrowest_access({st(0644, 5), st(0644, 6)}), (ManifestAccess{0604, std::nullopt}));  // two groups
+  EXPECT_EQ(narrowest_access({st(0644, 5), st(0644, 6)}),
+            (ManifestAccess{0604, std::nullopt}));  // two groups
   EXPECT_EQ(narrowest_access({st(0604, 5)}), (ManifestAccess{0604, std::nullopt}));
   EXPECT_EQ(narrowest_access({st(0755, 5)}), (ManifestAccess{0644, 5}));  // never more than read
 }

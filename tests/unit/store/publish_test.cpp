@@ -4,12 +4,11 @@
 #include "core/store/publish.hpp"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <linux/fs.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <functional>
 
@@ -236,7 +235,6 @@ TEST_F(PublishTest, LinkPublishesLeavingTheSourceInPlace) {
   EXPECT_FALSE(exists_nofollow(B("c/bad")));
 }
 
-
 TEST_F(PublishTest, TreesDeeperThanTheBoundAreRefusedWithEloop) {
   std::string rel = "tmp/deep";
   for (int i = 0; i < kMaxTreeDepth + 5; ++i) rel += "/d";
@@ -262,8 +260,8 @@ TEST_F(PublishTest, SymlinksAndSpecialFilesInAPublishedTree) {
 
 struct Transaction {
   std::string name;
-  std::function<void(PublishTest&)> setup;   // the old state
-  std::function<Status(PublishTest&)> run;   // the transaction
+  std::function<void(PublishTest&)> setup;  // the old state
+  std::function<Status(PublishTest&)> run;  // the transaction
 };
 
 class CrashTest : public PublishTest, public ::testing::WithParamInterface<std::tuple<int, std::string>> {};
@@ -276,7 +274,9 @@ struct ScratchStore : PublishTest {
 std::vector<Transaction> transactions() {
   std::vector<Transaction> t;
   t.push_back({"dir_publish",
-               [](PublishTest& f) { f.stage("tmp/s", {{"a.so", "aaaa"}, {"b.src", "bb"}, {"sub/c", "c"}}); },
+               [](PublishTest& f) {
+                 f.stage("tmp/s", {{"a.so", "aaaa"}, {"b.src", "bb"}, {"sub/c", "c"}});
+               },
                [](PublishTest& f) { return f.rename("tmp/s", "c/k"); }});
   t.push_back({"dir_publish_over_hidden",
                [](PublishTest& f) {
@@ -317,8 +317,7 @@ std::vector<Transaction> transactions() {
                  UniqueFd k = f.dir("c/k");
                  return f.store().unlink(k.get(), "a");
                }});
-  t.push_back({"seal_new_file",
-               [](PublishTest&) {},
+  t.push_back({"seal_new_file", [](PublishTest&) {},
                [](PublishTest& f) {
                  UniqueFd c = f.dir("c");
                  auto cr = f.store().create(c.get(), "w", 0644, O_WRONLY);
@@ -400,13 +399,14 @@ TEST_P(CrashTest, OldStateOrCompleteNewStateAfterRestart) {
                                  << (report->problems.empty() ? "" : report->problems.front());
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryStep, CrashTest,
-                         ::testing::Combine(::testing::Range(0, static_cast<int>(transactions().size())),
-                                            ::testing::ValuesIn(all_steps())),
-                         [](const auto& param_info) {
-                           return transactions()[static_cast<std::size_t>(std::get<0>(param_info.param))].name + "_" +
-                                  std::get<1>(param_info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    EveryStep, CrashTest,
+    ::testing::Combine(::testing::Range(0, static_cast<int>(transactions().size())),
+                       ::testing::ValuesIn(all_steps())),
+    [](const auto& param_info) {
+      return transactions()[static_cast<std::size_t>(std::get<0>(param_info.param))].name + "_" +
+             std::get<1>(param_info.param);
+    });
 
 }  // namespace
 }  // namespace sealfs::test

@@ -6,18 +6,17 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <optional>
 
-#include "core/store/store.hpp"
 #include "core/layout/paths.hpp"
+#include "core/store/store.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace sealfs::test {
@@ -49,7 +48,8 @@ class QuarantineTest : public ::testing::Test {
     std::vector<std::string> names;
     if (DIR* d = ::opendir(dir.c_str())) {
       while (dirent* e = ::readdir(d))
-        if (std::string_view(e->d_name) != "." && std::string_view(e->d_name) != "..") names.emplace_back(e->d_name);
+        if (std::string_view(e->d_name) != "." && std::string_view(e->d_name) != "..")
+          names.emplace_back(e->d_name);
       ::closedir(d);
     }
     return names;
@@ -264,7 +264,8 @@ TEST_F(QuarantineTest, RunningOutOfDescriptorsLeavesNoHalfMadeSlot) {
     ASSERT_TRUE(slots.ok());
     for (const auto& s : *slots) {
       EXPECT_TRUE(exists_nofollow(slot_path(s) + "/reason.json")) << "with " << free << " free: " << s;
-      EXPECT_GE(list_names(slot_path(s)).size(), 2u) << "with " << free << " free: a slot without its object: " << s;
+      EXPECT_GE(list_names(slot_path(s)).size(), 2u)
+          << "with " << free << " free: a slot without its object: " << s;
     }
     if (result->ok() && **result) {
       ++moved;

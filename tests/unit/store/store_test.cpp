@@ -3,14 +3,13 @@
 #include "core/store/store.hpp"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <linux/capability.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
@@ -115,15 +114,16 @@ TEST_F(StoreTest, KindsOfVisibleObjects) {
 
 TEST_F(StoreTest, DeviceNodesAndFifosAreMadeAsSpecialObjects) {
   UniqueFd root = dir("");
-  for (const auto& [name, mode, rdev] : {std::tuple{"dev", S_IFCHR | 0600, makedev(1, 3)},
-                                         std::tuple{"blk", S_IFBLK | 0600, makedev(7, 0)}}) {
+  for (const auto& [name, mode, rdev] :
+       {std::tuple{"dev", S_IFCHR | 0600, makedev(1, 3)}, std::tuple{"blk", S_IFBLK | 0600, makedev(7, 0)}}) {
     auto made = store().mknod(root.get(), name, static_cast<mode_t>(mode), rdev);
     ASSERT_TRUE(made.ok()) << name << ": " << made.error().message;
     EXPECT_EQ(made->kind, ObjectKind::special) << name;
     EXPECT_EQ(made->st.st_rdev, rdev) << name;
     EXPECT_TRUE(visible(name)) << name;
     struct stat sidecar {};
-    EXPECT_NE(::lstat(B(std::string(".sealfs-manifest.") + name).c_str(), &sidecar), 0) << name << " was sealed";
+    EXPECT_NE(::lstat(B(std::string(".sealfs-manifest.") + name).c_str(), &sidecar), 0)
+        << name << " was sealed";
   }
   auto fifo = store().mknod(root.get(), "pipe", S_IFIFO | 0644, 0);
   ASSERT_TRUE(fifo.ok()) << fifo.error().message;
@@ -266,7 +266,8 @@ TEST_F(StoreTest, SymlinkIsSealedWithItsTarget) {
 }
 
 TEST_F(StoreTest, PublishedDirectoryEntryIsVisibleWithManifest) {
-  publish_entry("k", {{"kernel_lib.so", "ELF-ish bytes"}, {"device_kernel.src", "source"}, {"sub/p.pkl", "p"}});
+  publish_entry("k",
+                {{"kernel_lib.so", "ELF-ish bytes"}, {"device_kernel.src", "source"}, {"sub/p.pkl", "p"}});
   EXPECT_EQ(lookup("c/k")->kind, ObjectKind::entry_root);
   EXPECT_EQ(lookup("c/k/kernel_lib.so")->kind, ObjectKind::file_in_entry);
   EXPECT_EQ(lookup("c/k/sub")->kind, ObjectKind::dir_in_entry);
@@ -346,8 +347,9 @@ TEST_F(StoreTest, UnlistedFileInEntryIsHiddenEntryStaysValid) {
 }
 
 TEST_F(StoreTest, BadManifestsMakeTheEntryInvalidNeverACrash) {
-  for (std::string_view text : {"", "{", "{\"sealfs\":2,\"files\":{}}", "[]", "{\"sealfs\":1,\"files\":{\"../x\":{\"size\":1}}}",
-                                "{\"sealfs\":1,\"files\":{\".sealfs-manifest\":{\"size\":1}}}"}) {
+  for (std::string_view text :
+       {"", "{", "{\"sealfs\":2,\"files\":{}}", "[]", "{\"sealfs\":1,\"files\":{\"../x\":{\"size\":1}}}",
+        "{\"sealfs\":1,\"files\":{\".sealfs-manifest\":{\"size\":1}}}"}) {
     make_dirs(B("bad"));
     write_file(B("bad/.sealfs-manifest"), text);
     EXPECT_EQ(lookup_errno("bad"), ENOENT) << text;
@@ -616,8 +618,6 @@ TEST_F(StoreTest, AdoptSealsForeignFilesAndGivenDirectories) {
   EXPECT_EQ(store().adopt({"../etc"}).code(), EINVAL);
 }
 
-
-
 // With a long TTL the store keeps the contexts of the directories it walked
 // (DirContextCache). Changes through the store show at once all the same.
 TEST_F(StoreTest, CachedDirectoryContextsFollowChangesThroughTheStore) {
@@ -684,7 +684,10 @@ TEST_F(StoreTest, SymlinkLoopsAndControlCharactersAreHandled) {
   ASSERT_EQ(::symlink("loop", B("e/loop").c_str()), 0);
   ASSERT_TRUE(write_manifest_atomic(e.get(), ".sealfs-manifest", m, false).ok());
   EXPECT_EQ(lookup_errno("e"), ENOENT);
-  const std::string odd = "bell\x07" "esc\x1b" "[0m nl\n";
+  const std::string odd =
+      "bell\x07"
+      "esc\x1b"
+      "[0m nl\n";
   UniqueFd root = dir("");
   auto c = store().create(root.get(), odd, 0644, O_WRONLY);
   ASSERT_TRUE(c.ok()) << c.error().message;
@@ -766,7 +769,8 @@ TEST_F(StoreTest, ConcurrentAmendsLoseNoRecord) {
   auto m = read_manifest_at(k.get(), ".sealfs-manifest");
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->manifest.files.size(), static_cast<std::size_t>(kFiles + 1));
-  for (int i = 0; i < kFiles; ++i) EXPECT_EQ(read_visible("c/k/n" + std::to_string(i)), "n" + std::to_string(i));
+  for (int i = 0; i < kFiles; ++i)
+    EXPECT_EQ(read_visible("c/k/n" + std::to_string(i)), "n" + std::to_string(i));
 }
 
 TEST_F(StoreTest, ReadersNeverMissAFileEntryBeingReplaced) {

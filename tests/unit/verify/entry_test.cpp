@@ -4,19 +4,18 @@
 #include "core/verify/entry.hpp"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 
 #include "core/base/digest.hpp"
+#include "core/layout/paths.hpp"
 #include "core/manifest/manifest_file.hpp"
 #include "core/store/store.hpp"
-#include "core/layout/paths.hpp"
-#include "tests/support/temp_dir.hpp"
 #include "tests/support/entry_location.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace sealfs::test {
 namespace {
@@ -31,7 +30,9 @@ class EntryTest : public ::testing::Test {
   }
   EntryLocation where() { return dir_entry_at(dir_.get()); }
   void put(const std::string& name, const std::string& content) { write_file(tmp_ / ("e/" + name), content); }
-  void seal(const Manifest& m) { ASSERT_TRUE(write_manifest_atomic(dir_.get(), kDirManifest, m, false).ok()); }
+  void seal(const Manifest& m) {
+    ASSERT_TRUE(write_manifest_atomic(dir_.get(), kDirManifest, m, false).ok());
+  }
   static FileRecord hashed(const std::string& content) {
     return FileRecord{content.size(), sha256_of(content), std::nullopt};
   }
@@ -121,8 +122,9 @@ TEST_F(EntryTest, AcceptRecordAllowsEitherVersion) {
 
 TEST_F(EntryTest, HostileManifestsAreInvalidNotFatal) {
   put("a", "a");
-  for (std::string_view text : {"", "null", "{\"sealfs\":1}", "{\"sealfs\":1,\"files\":{\"a\":{\"size\":-1}}}",
-                                "{\"sealfs\":1,\"files\":{\"/abs\":{\"size\":1}}}"}) {
+  for (std::string_view text :
+       {"", "null", "{\"sealfs\":1}", "{\"sealfs\":1,\"files\":{\"a\":{\"size\":-1}}}",
+        "{\"sealfs\":1,\"files\":{\"/abs\":{\"size\":1}}}"}) {
     write_file(tmp_ / "e/.sealfs-manifest", text);
     EXPECT_FALSE(entries_.check(where(), VerifyDepth::fresh)->valid) << text;
   }

@@ -40,9 +40,9 @@ TEST_F(ValidatorTestReject, RejectsExactMagic) { EXPECT_FALSE(run("SEALFS-TEST-R
 
 TEST_F(ValidatorTestReject, AcceptsOtherContent) {
   EXPECT_TRUE(run("").accepted);
-  EXPECT_TRUE(run("SEALFS-TEST-REJEC").accepted);          // one byte short
-  EXPECT_TRUE(run("xSEALFS-TEST-REJECT").accepted);        // not at the start
-  EXPECT_TRUE(run("sealfs-test-reject").accepted);         // case matters
+  EXPECT_TRUE(run("SEALFS-TEST-REJEC").accepted);           // one byte short
+  EXPECT_TRUE(run("xSEALFS-TEST-REJECT").accepted);         // not at the start
+  EXPECT_TRUE(run("sealfs-test-reject").accepted);          // case matters
   EXPECT_TRUE(run(std::string(1 << 20, '\x7f')).accepted);  // a big ordinary file
 }
 
@@ -80,7 +80,8 @@ TEST(ValidatorRegistry, DefaultsKnowTestRejectAndCuda) {
   EXPECT_TRUE(default_validators().has("test-reject"));
   EXPECT_TRUE(default_validators("off").has("test-reject"));
   // Every built-in profile names "cuda": it must be registered in every mode.
-  for (const char* mode : {"off", "structural", "driver"}) EXPECT_TRUE(default_validators(mode).has("cuda")) << mode;
+  for (const char* mode : {"off", "structural", "driver"})
+    EXPECT_TRUE(default_validators(mode).has("cuda")) << mode;
   EXPECT_FALSE(default_validators().has("no-such-validator"));
 }
 
