@@ -18,11 +18,11 @@ struct Store::Impl::FsckWalk {
     report.problems.push_back(rel + ": " + what);
   }
 
-  // One entry: verify with every file hashed ("*" forces past the stamp cache).
+  // One entry: verify with every file hashed, past the stamp cache.
   bool check_entry(const EntryLocation& where, int parent_fd, std::string_view name, const struct stat& st,
                    const std::string& rel, std::vector<std::string> companions) {
     ++report.entries;
-    auto v = s.entries.check(where, VerifyDepth::fresh, "*");
+    auto v = s.entries.check(where, VerifyDepth::fresh, ForceHash::every_file());
     if (v->valid) {
       ++report.valid;
       return true;

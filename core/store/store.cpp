@@ -225,7 +225,7 @@ Result<UniqueFd> Store::open_file(int path_fd, int flags, PlaceHint hint) {
           auto seen = v->file_stamps.find(key);
           const bool changed = seen == v->file_stamps.end() || !(seen->second == Stamp::of(*st));
           if (always)
-            v = s.entries.check(*where, VerifyDepth::fresh, key);
+            v = s.entries.check(*where, VerifyDepth::fresh, ForceHash::only(key));
           else if (changed)
             v = s.entries.check(*where, VerifyDepth::fresh);
         }

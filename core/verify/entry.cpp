@@ -125,9 +125,9 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::cached(const EntryLocation& w
 }
 
 std::shared_ptr<const EntryVerdict> EntryVerifier::check(const EntryLocation& where, VerifyDepth depth,
-                                                         std::string_view force_path) {
+                                                         ForceHash force) {
   const auto now = std::chrono::steady_clock::now();
-  if (depth != VerifyDepth::fresh && force_path.empty()) {
+  if (depth != VerifyDepth::fresh && !force.any()) {
     // One stat of the manifest serves both maps.
     if (auto stamp = manifest_stamp_at(where.base_fd, where.manifest_name)) {
       if (auto c = find(verdicts_, where, *stamp)) {
@@ -151,7 +151,7 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::check(const EntryLocation& wh
     }();
     return unknown;
   }
-  auto verdict = verify(where, depth != VerifyDepth::stat_only, force_path);
+  auto verdict = verify(where, depth != VerifyDepth::stat_only, force);
   if (verdict->manifest && !verdict->transient && !verdict->amending)
     keep(verdict->hashed ? verdicts_ : stat_verdicts_, where, verdict);
   return verdict;
@@ -183,7 +183,7 @@ void EntryVerifier::forget(dev_t dev, ino_t ino) {
 }
 
 std::shared_ptr<const EntryVerdict> EntryVerifier::verify(const EntryLocation& where, bool hash,
-                                                          std::string_view force_path) {
+                                                          const ForceHash& force) {
   auto v = std::make_shared<EntryVerdict>();
   v->checked = std::chrono::steady_clock::now();
   v->hashed = hash;
@@ -263,10 +263,10 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::verify(const EntryLocation& w
     for (const auto& [path, rec] : manifest->files) {
       auto alt = manifest->accept.find(path);
       Stamp seen;
-      const bool force = force_path == "*" || force_path == path;
+      const bool forced = force.covers(path);
       Status s =
           check_listed_file(verifier_, where.base_fd, path, rec,
-                            alt == manifest->accept.end() ? nullptr : &alt->second, pass == 1, force, &seen);
+                            alt == manifest->accept.end() ? nullptr : &alt->second, pass == 1, forced, &seen);
       if (!s && s.code() != EBADMSG) {
         v->reason = s.error().message;
         v->transient = true;

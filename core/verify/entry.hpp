@@ -58,6 +58,16 @@ struct EntryLocation {
   std::string rel;
 };
 
+// Which listed files a check hashes even when their stamps are unchanged.
+struct ForceHash {
+  bool all = false;  // every file (fsck)
+  std::string path;  // one manifest path (verify=always on open)
+  static ForceHash every_file() { return {true, {}}; }
+  static ForceHash only(std::string_view p) { return {false, std::string(p)}; }
+  bool any() const { return all || !path.empty(); }
+  bool covers(std::string_view p) const { return all || (!path.empty() && path == p); }
+};
+
 enum class VerifyDepth {
   stat_only,    // readdir: never hash; use a cached verdict or check types and sizes only
   cached_only,  // readdirplus: a hashed verdict younger than the TTL, else unknown (never hashes)
@@ -76,10 +86,10 @@ class EntryVerifier {
   EntryVerifier(Verifier& verifier, std::chrono::nanoseconds ttl, std::size_t max_cached = 1u << 13,
                 const Profile* profile = nullptr);
 
-  // force_path: a manifest path hashed regardless of the stamp cache
-  // (verify=always on open); "*" forces every file (fsck).
+  // force: the files hashed regardless of the stamp cache (verify=always on
+  // open: one path; fsck: every file).
   std::shared_ptr<const EntryVerdict> check(const EntryLocation& where, VerifyDepth depth,
-                                            std::string_view force_path = {});
+                                            ForceHash force = {});
   // The cached verdict, whatever its age, if the manifest is unchanged.
   std::shared_ptr<const EntryVerdict> cached(const EntryLocation& where);
   // Records of hashed files larger than this are damage, never hashed (the
@@ -96,8 +106,7 @@ class EntryVerifier {
   void forget(dev_t dev, ino_t ino);
 
  private:
-  std::shared_ptr<const EntryVerdict> verify(const EntryLocation& where, bool hash,
-                                             std::string_view force_path);
+  std::shared_ptr<const EntryVerdict> verify(const EntryLocation& where, bool hash, const ForceHash& force);
 
   Verifier& verifier_;
   const Profile* profile_;
