@@ -64,11 +64,11 @@
 
 #include <fcntl.h>
 #include <linux/fs.h>
-#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>  // renameat2
 #include <optional>
 #include <string>
 

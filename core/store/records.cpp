@@ -27,7 +27,7 @@ std::string write_json(const rapidjson::Value& v) {
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
   v.Accept(w);
-  return std::string(sb.GetString(), sb.GetSize());
+  return {sb.GetString(), sb.GetSize()};
 }
 
 // extra[section] is a JSON object keyed by manifest path; set one member.
@@ -106,9 +106,10 @@ void merge_extras(Manifest& into, const Manifest& from) {
     rapidjson::Document doc;
     doc.Parse(text.data(), text.size());
     if (doc.HasParseError() || !doc.IsObject()) continue;
-    for (auto& member : doc.GetObject())
-      put_extra(into, section, std::string_view(member.name.GetString(), member.name.GetStringLength()),
-                write_json(member.value));
+    const rapidjson::Value& object = doc;
+    for (auto member = object.MemberBegin(); member != object.MemberEnd(); ++member)
+      put_extra(into, section, std::string_view(member->name.GetString(), member->name.GetStringLength()),
+                write_json(member->value));
   }
 }
 
@@ -120,8 +121,9 @@ void drop_records(Manifest& m, std::string_view key) {
     doc.Parse(text.data(), text.size());
     if (doc.HasParseError() || !doc.IsObject()) continue;
     std::vector<std::string> doomed;
-    for (auto& member : doc.GetObject()) {
-      std::string_view name(member.name.GetString(), member.name.GetStringLength());
+    const rapidjson::Value& object = doc;
+    for (auto member = object.MemberBegin(); member != object.MemberEnd(); ++member) {
+      std::string_view name(member->name.GetString(), member->name.GetStringLength());
       if (is_at_or_below(name, key)) doomed.emplace_back(name);
     }
     if (doomed.empty()) continue;
