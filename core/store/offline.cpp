@@ -5,11 +5,14 @@
 
 #include <cerrno>
 
+#include "core/manifest/manifest_file.hpp"
 #include "core/store/impl.hpp"
 
 namespace sealfs {
 
-struct Store::Impl::FsckWalk {
+namespace {
+
+struct FsckWalk {
   Store::Impl& s;
   bool repair;
   FsckReport& report;
@@ -37,22 +40,21 @@ struct Store::Impl::FsckWalk {
     problem(rel, v->reason);
     if (repair) {
       const auto before = s.metrics.quarantined.load();
-      s.quarantine_object(parent_fd, name, st, rel, "fsck: " + v->reason, std::move(companions));
+      s.consequences.quarantine_object(parent_fd, name, st, rel, "fsck: " + v->reason, std::move(companions));
       report.quarantined += s.metrics.quarantined.load() - before;
     }
     return false;
   }
 
   void walk(int dir_fd, int depth) {
-    auto ctx = s.context_of(dir_fd);
+    auto ctx = s.places.context_of(dir_fd);
     if (!ctx) return;
     if (depth > kMaxTreeDepth) {
       problem(ctx->rel, "tree too deep, not checked below");
       return;
     }
     std::shared_ptr<const EntryVerdict> entry;
-    if (ctx->entry)
-      entry = s.entries.cached(s.dir_entry_location(ctx->entry->fd.get(), ctx->entry->st, ctx->entry->rel));
+    if (ctx->entry) entry = s.entries.cached(dir_entry_location(*ctx->entry));
     auto children = read_dir(dir_fd);
     if (!children) {
       problem(ctx->rel, "cannot read directory: " + children.error().message);
@@ -69,7 +71,7 @@ struct Store::Impl::FsckWalk {
         if (!sub) continue;
         auto m = stat_at(sub->get(), kDirManifest);
         if (m && S_ISREG(m->st_mode) &&
-            !check_entry(s.dir_entry_location(sub->get(), *st, rel), dir_fd, c.name, *st, rel, {}))
+            !check_entry(dir_entry_location(sub->get(), *st, rel), dir_fd, c.name, *st, rel, {}))
           continue;  // invalid: nothing below it is visible
         walk(sub->get(), depth + 1);
       } else if (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode)) {
@@ -79,7 +81,7 @@ struct Store::Impl::FsckWalk {
             problem(rel, "not listed in its entry's manifest");
           }
         } else if (stat_at(dir_fd, sidecar_name(c.name))) {
-          check_entry(s.file_entry_location(dir_fd, c.name, *st, ctx->rel), dir_fd, c.name, *st, rel,
+          check_entry(file_entry_location(dir_fd, c.name, *st, ctx->rel), dir_fd, c.name, *st, rel,
                       {sidecar_name(c.name)});
         } else {
           ++report.foreign;
@@ -90,29 +92,33 @@ struct Store::Impl::FsckWalk {
   }
 };
 
+}  // namespace
+
 Result<FsckReport> Store::fsck(bool repair) {
   FsckReport report;
   // The entry a directory belongs to is verified before its children are
   // looked at (walk order: a directory's own manifest is checked by its parent).
-  Impl::FsckWalk walker{*impl_, repair, report};
+  FsckWalk walker{*impl_, repair, report};
   walker.walk(impl_->root_fd.get(), 0);
   return report;
 }
 
-struct Store::Impl::AdoptWalk {
+namespace {
+
+struct AdoptWalk {
   Store::Impl& s;
   std::vector<std::string>& sealed;
 
   // Seals one foreign regular file or symlink where it lies.
   void adopt_file(const DirContext& ctx, int dir_fd, std::string_view name) {
-    auto j = s.judge(ctx, dir_fd, name, VerifyDepth::cached);
+    auto j = s.judge.judge(ctx, dir_fd, name, VerifyDepth::cached);
     if (!j || j->verdict != Verdict::hidden) return;  // only foreign / unlisted content
-    if (s.seal_at(ctx, dir_fd, name, s.durable())) sealed.push_back(ctx.child_rel(name));
+    if (s.records.seal_at(ctx, dir_fd, name, s.policy.durable())) sealed.push_back(ctx.child_rel(name));
   }
 
   void walk(int dir_fd, int depth) {
     if (depth > kMaxTreeDepth) return;
-    auto ctx = s.context_of(dir_fd);
+    auto ctx = s.places.context_of(dir_fd);
     if (!ctx || ctx->is_volatile) return;
     auto children = read_dir(dir_fd);
     if (!children) return;
@@ -130,10 +136,12 @@ struct Store::Impl::AdoptWalk {
   }
 };
 
+}  // namespace
+
 Result<std::vector<std::string>> Store::adopt(const std::vector<std::string>& rel_paths) {
   Impl& s = *impl_;
   std::vector<std::string> sealed;
-  Impl::AdoptWalk walker{s, sealed};
+  AdoptWalk walker{s, sealed};
   if (rel_paths.empty()) {
     walker.walk(s.root_fd.get(), 0);
     return sealed;
@@ -148,7 +156,7 @@ Result<std::vector<std::string>> Store::adopt(const std::vector<std::string>& re
     auto [parent_rel, name] = split_parent(rel);
     auto parent = open_beneath(s.root_fd.get(), parent_rel, O_PATH | O_DIRECTORY);
     if (!parent) return make_error(parent.code(), "adopt " + rel + ": " + parent.error().message);
-    auto ctx = s.context_of(parent->get());
+    auto ctx = s.places.context_of(parent->get());
     if (!ctx) return ctx.error();
     auto st = stat_at(parent->get(), name);
     if (!st) return make_error(st.code(), "adopt " + rel + ": " + st.error().message);
@@ -161,12 +169,12 @@ Result<std::vector<std::string>> Store::adopt(const std::vector<std::string>& re
       }
       if (auto m = stat_at(dir->get(), kDirManifest); m) continue;  // already an entry
       // Trust on first use: the directory as it is becomes an entry.
-      auto records = s.records_for_tree(dir->get(), "", rel);
+      auto records = s.records.records_for_tree(dir->get(), "", rel);
       if (!records) return make_error(records.code(), "adopt " + rel + ": " + records.error().message);
-      Status w = write_manifest_atomic(dir->get(), kDirManifest, *records, s.durable());
-      s.dir_contexts.moved();  // the directory (and all below it) is an entry now
+      Status w = write_manifest_atomic(dir->get(), kDirManifest, *records, s.policy.durable());
+      s.places.contexts().moved();  // the directory (and all below it) is an entry now
       if (!w) return w.error();
-      if (Status d = s.sync_directory(dir->get()); !d) return d.error();
+      if (Status d = s.policy.sync_directory(dir->get()); !d) return d.error();
       sealed.push_back(rel);
     } else if (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode)) {
       walker.adopt_file(*ctx, parent->get(), name);

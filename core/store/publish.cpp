@@ -64,17 +64,15 @@
 
 #include <fcntl.h>
 #include <linux/fs.h>
-#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <future>
+#include <cstdio>  // renameat2
 #include <optional>
-#include <system_error>
-#include <vector>
+#include <string>
 
+#include "core/manifest/manifest_file.hpp"
 #include "core/store/impl.hpp"
 
 namespace sealfs {
@@ -82,124 +80,45 @@ namespace {
 
 namespace step = publish_steps;
 
-Error crashed(std::string_view at) {
-  return make_error(ECANCELED, "fault hook: stopped after " + std::string(at));
-}
-
 Status rename_at(int sd, std::string_view sn, int dd, std::string_view dn, unsigned flags) {
   if (::renameat2(sd, std::string(sn).c_str(), dd, std::string(dn).c_str(), flags) != 0)
     return errno_error("rename " + std::string(sn) + " → " + std::string(dn));
   return {};
 }
 
-// Every regular file and symlink below dir_fd, as paths relative to it,
-// leaving out reserved names (manifests, sidecars) and special files.
-Status collect_files(int dir_fd, const std::string& prefix, int depth, std::vector<std::string>& out) {
-  if (depth > kMaxTreeDepth) return make_error(ELOOP, "tree too deep to publish");
-  auto children = read_dir(dir_fd);
-  if (!children) return children.error();
-  for (const auto& c : *children) {
-    if (is_reserved_name(c.name)) continue;
-    auto st = stat_at(dir_fd, c.name);
-    if (!st) return st.error();
-    const std::string key = join_rel(prefix, c.name);
-    if (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode)) {
-      out.push_back(key);
-    } else if (S_ISDIR(st->st_mode)) {
-      auto sub = open_beneath(dir_fd, c.name, O_PATH | O_DIRECTORY);
-      if (!sub) return sub.error();
-      Status s = collect_files(sub->get(), key, depth + 1, out);
-      if (!s) return s;
-    }
-  }
-  return {};
-}
+// One rename: the visible source (sd/sn in sctx, judged sj) and where it goes.
+struct Move {
+  const DirContext& sctx;
+  int sd;
+  std::string_view sn;
+  const Judgement& sj;
+  const DirContext& dctx;
+  int dd;
+  std::string_view dn;
+  unsigned flags;
 
-// fsync of every regular file in paths (below dir_fd). Every file's
-// writeback is started before the first fsync waits, so the writes go out
-// together and the fsyncs that follow mostly find their data (and, on a
-// journaling filesystem, their commit) done. In batches, to bound the fds held.
-Status sync_files(int dir_fd, const std::vector<std::string>& paths) {
-  constexpr std::size_t kBatch = 64;
-  for (std::size_t first = 0; first < paths.size(); first += kBatch) {
-    std::vector<UniqueFd> batch;
-    for (std::size_t i = first; i < std::min(paths.size(), first + kBatch); ++i) {
-      auto fd = open_beneath(dir_fd, paths[i], O_RDONLY | O_NONBLOCK);
-      if (!fd) {
-        if (fd.code() == ELOOP) continue;  // a symlink: nothing to sync
-        return fd.error();
-      }
-      ::sync_file_range(fd->get(), 0, 0, SYNC_FILE_RANGE_WRITE);  // a hint: fsync below is what counts
-      batch.push_back(std::move(*fd));
-    }
-    for (const auto& fd : batch) {
-      Status synced = sync_fd(fd.get());
-      if (!synced) return synced;
-    }
-  }
-  return {};
-}
+  std::string dst_rel() const { return dctx.child_rel(dn); }
+  Status rename(unsigned with_flags) const { return rename_at(sd, sn, dd, dn, with_flags); }
+};
 
-}  // namespace
-
-// Records for every file under the directory src_fd, keyed by key_prefix +
-// path inside src; profile decisions use dst_rel + path. Data fsync'ed first.
-Result<Manifest> Store::Impl::records_for_tree(int src_fd, const std::string& key_prefix,
-                                               const std::string& dst_rel) {
-  std::vector<std::string> paths;
-  Status collected = collect_files(src_fd, "", 0, paths);
-  if (!collected) return collected.error();
-  // The fsyncs wait on the disk while the validators and digests keep a CPU
-  // busy; R1 needs both done before the manifest is written, in no order, so
-  // the fsyncs run on a helper thread meanwhile (inline when none starts).
-  std::future<Status> synced;
-  if (durable()) {
-    auto sync_all = [src_fd, &paths] { return sync_files(src_fd, paths); };
-    try {
-      synced = std::async(std::launch::async, sync_all);
-    } catch (const std::system_error&) {
-      synced = std::async(std::launch::deferred, sync_all);
-    }
-  }
-  Manifest m;
-  for (const auto& p : paths) {
-    auto [parent_rel, leaf] = split_parent(p);
-    auto parent = open_beneath(src_fd, parent_rel, O_PATH | O_DIRECTORY);
-    if (!parent) return parent.error();
-    RecordOptions how;
-    how.validate = true;
-    how.profile_rel = join_rel(dst_rel, p);
-    how.key = join_rel(key_prefix, p);
-    auto rec = make_record(parent->get(), leaf, how, &m);
-    if (!rec) return rec.error();
-    m.files[how.key] = *rec;
-  }
-  if (synced.valid()) {
-    if (Status s = synced.get(); !s) return s.error();
-  }
-  if (crash_at(step::kFilesSynced)) return crashed(step::kFilesSynced);
-  if (crash_at(step::kValidated)) return crashed(step::kValidated);
-  return m;
-}
-
-// Shared steps of one rename or link, with the store's state at hand.
-class Store::Impl::Publisher {
+// The R1/R6/R10 transactions, with the store's state at hand.
+class Publisher {
  public:
   explicit Publisher(Store::Impl& s) : s_(s) {}
 
   // in_dir_entry: the record goes into a directory entry's manifest (else a sidecar).
   Result<FileRecord> record_for_file(int dir_fd, std::string_view name, const std::string& dst_rel,
                                      const std::string& key, bool in_dir_entry, Manifest* extras) {
-    Store::Impl::RecordOptions how;
-    how.sync_data = s_.durable();
+    RecordOptions how;
+    how.sync_data = s_.policy.durable();
     how.validate = true;
     how.profile_rel = dst_rel;
     how.key = key;
     how.in_dir_entry = in_dir_entry;
-    auto rec = s_.make_record(dir_fd, name, how, extras);
+    auto rec = s_.records.make_record(dir_fd, name, how, extras);
     if (!rec) return rec;
-    if (s_.crash_at(step::kFilesSynced)) return crashed(step::kFilesSynced);
-    if (s_.crash_at(step::kValidated)) return crashed(step::kValidated);
+    if (auto crash = s_.policy.step(step::kFilesSynced)) return *crash;
+    if (auto crash = s_.policy.step(step::kValidated)) return *crash;
     return rec;
   }
 
@@ -209,122 +128,135 @@ class Store::Impl::Publisher {
     if (sj.kind != ObjectKind::file_in_entry && sj.kind != ObjectKind::dir_in_entry &&
         sj.kind != ObjectKind::entry_root && sj.kind != ObjectKind::in_progress)
       return {};
-    if (Status s = s_.unlist(*sctx.entry, sctx.entry_key(name)); !s) return s;
-    if (s_.crash_at(step::kSourceUnlisted)) return crashed(step::kSourceUnlisted);
+    if (Status s = s_.records.unlist(*sctx.entry, sctx.entry_key(name)); !s) return s;
+    if (auto crash = s_.policy.step(step::kSourceUnlisted)) return *crash;
     return {};
   }
+  Status unlist_source(const Move& m) { return unlist_source(m.sctx, m.sn, m.sj); }
 
-  // True when dir_fd holds anything lookup would show.
-  Result<bool> has_visible_children(int dir_fd) {
-    auto ctx = s_.context_of(dir_fd);
-    if (!ctx) return ctx.error();
-    auto children = read_dir(dir_fd);
-    if (!children) return children.error();
-    for (const auto& c : *children) {
-      if (is_reserved_name(c.name)) continue;
-      auto j = s_.judge(*ctx, dir_fd, c.name, VerifyDepth::stat_only);
-      if (!j) return j.error();
-      if (j->verdict == Verdict::visible) return true;
-    }
-    return false;
-  }
-
-  // R5/R6 checks on the destination, right before the rename. Hidden objects
-  // are quarantined; a visible directory holding only hidden things too.
-  Result<Judgement> clear_destination(const DirContext& dctx, int dd, std::string_view dn,
-                                      const struct stat& src_st, unsigned flags, bool* exchange = nullptr) {
-    auto dj = s_.clear_hidden(dctx, dd, dn);
-    if (!dj) return dj;
-    if (dj->verdict != Verdict::visible) return dj;
-    if ((flags & RENAME_NOREPLACE) != 0) return make_error(EEXIST, std::string(dn) + " exists");
-    if (same_object(dj->st, src_st)) return dj;  // rename onto itself (or a hard link of itself)
-    const bool src_dir = S_ISDIR(src_st.st_mode);
-    const bool dst_dir = S_ISDIR(dj->st.st_mode);
-    if (src_dir && !dst_dir) return make_error(ENOTDIR, std::string(dn) + " is not a directory");
-    if (!src_dir && dst_dir) return make_error(EISDIR, std::string(dn) + " is a directory");
-    if (dst_dir) {
-      auto sub = s_.found_at(dd, dn, dj->kind, &dj->st);
-      if (!sub) return sub.error();
-      auto visible = has_visible_children(sub->fd.get());
-      if (!visible) return visible.error();
-      if (*visible) return make_error(ENOTEMPTY, std::string(dn) + " is not empty");
-      auto backing = read_dir(sub->fd.get());
-      if (backing && !backing->empty() && exchange != nullptr) {
-        // Only hidden leftovers: they must not block the publish (R5). The
-        // caller swaps src in atomically (RENAME_EXCHANGE) and quarantines
-        // the old directory from src's place, so no crash shows neither.
-        *exchange = true;
-      } else if (backing && !backing->empty()) {
-        s_.quarantine_object(dd, dn, dj->st, dctx.child_rel(dn), "R5: directory holding only hidden objects");
-        return Judgement{};
-      }
-    }
-    return dj;
-  }
-
-  Status sync_parents(int sd, int dd) {
-    Status s = s_.sync_directory(dd);
-    if (!s) return s;
-    auto a = stat_fd(sd);
-    auto b = stat_fd(dd);
-    if (a && b && !same_object(*a, *b)) s = s_.sync_directory(sd);
-    return s;
-  }
-
-  Status publish_dir(const DirContext& sctx, int sd, std::string_view sn, const Judgement& sj,
-                     const DirContext& dctx, int dd, std::string_view dn, unsigned flags);
-  Status publish_file(const DirContext& sctx, int sd, std::string_view sn, const Judgement& sj,
-                      const DirContext& dctx, int dd, std::string_view dn, unsigned flags);
+  Status publish_dir(const Move& m);
+  Status publish_file(const Move& m);
 
  private:
+  Result<bool> has_visible_children(int dir_fd);
+  Status refuse_existing(const Move& m);
+  Result<Judgement> clear_destination(const Move& m, bool* exchange = nullptr);
+  Status sync_parents(int sd, int dd);
+  Status amend_dir(const Move& m, int src_fd);
+  Status publish_special(const Move& m);
+  Status amend_file(const Move& m, const FileRecord& rec, const Manifest& extras, const Judgement& dj);
+  Status publish_file_entry(const Move& m, const FileRecord& rec, const Manifest& extras,
+                            const Judgement& dj);
+  std::optional<FileRecord> old_sidecar_record(const Move& m, const Judgement& dj);
+  Status clean_source(const Move& m);
+
   Store::Impl& s_;
 };
 
-Status Store::Impl::Publisher::publish_dir(const DirContext& sctx, int sd, std::string_view sn,
-                                           const Judgement& sj, const DirContext& dctx, int dd,
-                                           std::string_view dn, unsigned flags) {
-  const std::string dst_rel = dctx.child_rel(dn);
-  auto src = s_.found_at(sd, sn, sj.kind, &sj.st);
+// True when dir_fd holds anything lookup would show.
+Result<bool> Publisher::has_visible_children(int dir_fd) {
+  auto ctx = s_.places.context_of(dir_fd);
+  if (!ctx) return ctx.error();
+  auto children = read_dir(dir_fd);
+  if (!children) return children.error();
+  for (const auto& c : *children) {
+    if (is_reserved_name(c.name)) continue;
+    auto j = s_.judge.judge(*ctx, dir_fd, c.name, VerifyDepth::stat_only);
+    if (!j) return j.error();
+    if (j->verdict == Verdict::visible) return true;
+  }
+  return false;
+}
+
+// Cheap refusals before any hashing; the same checks run again (with
+// quarantine of hidden objects) right before the rename.
+Status Publisher::refuse_existing(const Move& m) {
+  auto dj = s_.judge.judge(m.dctx, m.dd, m.dn, VerifyDepth::stat_only);
+  if (!dj) return dj.error();
+  if (dj->verdict == Verdict::visible && (m.flags & RENAME_NOREPLACE) != 0 && !same_object(dj->st, m.sj.st))
+    return make_error(EEXIST, std::string(m.dn) + " exists");
+  return {};
+}
+
+// R5/R6 checks on the destination, right before the rename. Hidden objects
+// are quarantined; a visible directory holding only hidden things too.
+Result<Judgement> Publisher::clear_destination(const Move& m, bool* exchange) {
+  const std::string_view dn = m.dn;
+  auto dj = s_.consequences.clear_hidden(m.dctx, m.dd, dn);
+  if (!dj) return dj;
+  if (dj->verdict != Verdict::visible) return dj;
+  if ((m.flags & RENAME_NOREPLACE) != 0) return make_error(EEXIST, std::string(dn) + " exists");
+  if (same_object(dj->st, m.sj.st)) return dj;  // rename onto itself (or a hard link of itself)
+  const bool src_dir = S_ISDIR(m.sj.st.st_mode);
+  const bool dst_dir = S_ISDIR(dj->st.st_mode);
+  if (src_dir && !dst_dir) return make_error(ENOTDIR, std::string(dn) + " is not a directory");
+  if (!src_dir && dst_dir) return make_error(EISDIR, std::string(dn) + " is a directory");
+  if (!dst_dir) return dj;
+  auto sub = found_at(m.dd, dn, dj->kind, &dj->st);
+  if (!sub) return sub.error();
+  auto visible = has_visible_children(sub->fd.get());
+  if (!visible) return visible.error();
+  if (*visible) return make_error(ENOTEMPTY, std::string(dn) + " is not empty");
+  auto backing = read_dir(sub->fd.get());
+  if (backing && !backing->empty() && exchange != nullptr) {
+    // Only hidden leftovers: they must not block the publish (R5). The
+    // caller swaps src in atomically (RENAME_EXCHANGE) and quarantines
+    // the old directory from src's place, so no crash shows neither.
+    *exchange = true;
+  } else if (backing && !backing->empty()) {
+    s_.consequences.quarantine_object(m.dd, dn, dj->st, m.dst_rel(),
+                                      "R5: directory holding only hidden objects");
+    return Judgement{};
+  }
+  return dj;
+}
+
+Status Publisher::sync_parents(int sd, int dd) {
+  Status s = s_.policy.sync_directory(dd);
+  if (!s) return s;
+  auto a = stat_fd(sd);
+  auto b = stat_fd(dd);
+  if (a && b && !same_object(*a, *b)) s = s_.policy.sync_directory(sd);
+  return s;
+}
+
+// Amend: the directory becomes part of the entry that holds dst.
+Status Publisher::amend_dir(const Move& m, int src_fd) {
+  const EntryRoot& entry = *m.dctx.entry;
+  const std::string key = m.dctx.entry_key(m.dn);
+  auto records = s_.records.records_for_tree(src_fd, key, m.dst_rel());
+  if (!records) return records.error();
+  auto dj = clear_destination(m);
+  if (!dj) return dj.error();
+  if (Status u = unlist_source(m); !u) return u;
+  if (Status r = m.rename(m.flags); !r) return r;
+  if (auto crash = s_.policy.step(step::kRenamed)) return *crash;
+  Status amended = s_.records.edit_manifest(
+      entry.fd.get(), entry.st, kDirManifest,
+      [&](Manifest& into) {
+        drop_records(into, key);
+        for (const auto& [k, r] : records->files) into.files[k] = r;
+        merge_extras(into, *records);
+        return Status{};
+      },
+      false);
+  if (!amended) return amended;
+  if (auto crash = s_.policy.step(step::kAmended)) return *crash;
+  // Its own manifest, if it had one, would now shadow the entry's records
+  // for its files (nearest manifest wins); both agree, so order is free.
+  ::unlinkat(src_fd, std::string(kDirManifest).c_str(), 0);
+  return sync_parents(m.sd, m.dd);
+}
+
+Status Publisher::publish_dir(const Move& m) {
+  auto src = found_at(m.sd, m.sn, m.sj.kind, &m.sj.st);
   if (!src) return src.error();
-  // Cheap refusals before any hashing; the same checks run again (with
-  // quarantine of hidden objects) right before the rename.
-  {
-    auto dj = s_.judge(dctx, dd, dn, VerifyDepth::stat_only);
-    if (!dj) return dj.error();
-    if (dj->verdict == Verdict::visible && (flags & RENAME_NOREPLACE) != 0 && !same_object(dj->st, sj.st))
-      return make_error(EEXIST, std::string(dn) + " exists");
-  }
-
-  if (dctx.entry) {
-    // Amend: the directory becomes part of the entry that holds dst.
-    auto records = s_.records_for_tree(src->fd.get(), dctx.entry_key(dn), dst_rel);
-    if (!records) return records.error();
-    auto dj = clear_destination(dctx, dd, dn, sj.st, flags);
-    if (!dj) return dj.error();
-    if (Status u = unlist_source(sctx, sn, sj); !u) return u;
-    if (Status r = rename_at(sd, sn, dd, dn, flags); !r) return r;
-    if (s_.crash_at(step::kRenamed)) return crashed(step::kRenamed);
-    Status amended = s_.edit_manifest(
-        dctx.entry->fd.get(), dctx.entry->st, kDirManifest,
-        [&](Manifest& m) {
-          drop_records(m, dctx.entry_key(dn));
-          for (const auto& [k, r] : records->files) m.files[k] = r;
-          merge_extras(m, *records);
-          return Status{};
-        },
-        false);
-    if (!amended) return amended;
-    if (s_.crash_at(step::kAmended)) return crashed(step::kAmended);
-    // Its own manifest, if it had one, would now shadow the entry's records
-    // for its files (nearest manifest wins); both agree, so order is free.
-    ::unlinkat(src->fd.get(), std::string(kDirManifest).c_str(), 0);
-    return sync_parents(sd, dd);
-  }
-
+  if (Status refused = refuse_existing(m); !refused) return refused;
+  if (m.dctx.entry) return amend_dir(m, src->fd.get());
   bool seal = true;
-  if (sj.kind == ObjectKind::entry_root) {
+  if (m.sj.kind == ObjectKind::entry_root) {
     seal = false;  // verified already (judge): just move it, no re-hash
-  } else if (sj.kind == ObjectKind::container) {
+  } else if (m.sj.kind == ObjectKind::container) {
     // A container holding entries moves as a container: its entries keep
     // their own manifests. One holding nothing sealed is published as an entry.
     auto visible = has_visible_children(src->fd.get());
@@ -332,151 +264,159 @@ Status Store::Impl::Publisher::publish_dir(const DirContext& sctx, int sd, std::
     seal = !*visible;
   }
   if (seal) {
-    auto records = s_.records_for_tree(src->fd.get(), "", dst_rel);
+    auto records = s_.records.records_for_tree(src->fd.get(), "", m.dst_rel());
     if (!records) return records.error();
     // A fresh manifest for the whole tree, whatever src held before.
-    Status w = write_manifest_atomic(src->fd.get(), kDirManifest, *records, s_.durable());
+    Status w = write_manifest_atomic(src->fd.get(), kDirManifest, *records, s_.policy.durable());
     if (!w) return w;
-    if (Status d = s_.sync_directory(src->fd.get()); !d) return d;
-    if (s_.crash_at(step::kManifestWritten)) return crashed(step::kManifestWritten);
+    if (Status d = s_.policy.sync_directory(src->fd.get()); !d) return d;
+    if (auto crash = s_.policy.step(step::kManifestWritten)) return *crash;
   }
   bool exchange = false;
-  auto dj = clear_destination(dctx, dd, dn, sj.st, flags, &exchange);
+  auto dj = clear_destination(m, &exchange);
   if (!dj) return dj.error();
-  if (s_.crash_at(step::kDstCleared)) return crashed(step::kDstCleared);
+  if (auto crash = s_.policy.step(step::kDstCleared)) return *crash;
   // Leaving an entry: the directory now carries its own manifest, so
   // unlisting it from the old entry never shows a partial state.
-  if (Status u = unlist_source(sctx, sn, sj); !u) return u;
-  if (Status r = rename_at(sd, sn, dd, dn, exchange ? RENAME_EXCHANGE : flags); !r) return r;
-  if (s_.crash_at(step::kRenamed)) return crashed(step::kRenamed);
-  if (exchange) {
-    s_.quarantine_object(sd, sn, dj->st, dctx.child_rel(dn), "R5: directory holding only hidden objects");
-  }
-  if (Status d = sync_parents(sd, dd); !d) return d;
-  if (s_.crash_at(step::kDirSynced)) return crashed(step::kDirSynced);
-  if (dj->verdict == Verdict::visible) s_.invalidate(dd, dn, dj->st);
+  if (Status u = unlist_source(m); !u) return u;
+  if (Status r = m.rename(exchange ? RENAME_EXCHANGE : m.flags); !r) return r;
+  if (auto crash = s_.policy.step(step::kRenamed)) return *crash;
+  if (exchange)
+    s_.consequences.quarantine_object(m.sd, m.sn, dj->st, m.dst_rel(),
+                                      "R5: directory holding only hidden objects");
+  if (Status d = sync_parents(m.sd, m.dd); !d) return d;
+  if (auto crash = s_.policy.step(step::kDirSynced)) return *crash;
+  if (dj->verdict == Verdict::visible) s_.consequences.invalidate(m.dd, m.dn, dj->st);
   return {};
 }
 
-Status Store::Impl::Publisher::publish_file(const DirContext& sctx, int sd, std::string_view sn,
-                                            const Judgement& sj, const DirContext& dctx, int dd,
-                                            std::string_view dn, unsigned flags) {
-  const std::string dst_rel = dctx.child_rel(dn);
-  const bool special = is_special_file(sj.st.st_mode);
-  {
-    auto dj = s_.judge(dctx, dd, dn, VerifyDepth::stat_only);
-    if (!dj) return dj.error();
-    if (dj->verdict == Verdict::visible && (flags & RENAME_NOREPLACE) != 0 && !same_object(dj->st, sj.st))
-      return make_error(EEXIST, std::string(dn) + " exists");
-  }
-  const bool src_had_sidecar = !sctx.entry && sj.kind == ObjectKind::sealed_file;
-  auto clean_source = [&]() -> Status {
-    if (src_had_sidecar) {
-      auto again = stat_at(sd, sn);  // same dir and name (rename onto itself): keep the sidecar
-      if (!again) ::unlinkat(sd, sidecar_name(sn).c_str(), 0);
-    }
-    if (s_.crash_at(step::kSourceCleaned)) return crashed(step::kSourceCleaned);
-    return {};
-  };
-
-  if (special) {
-    auto dj = clear_destination(dctx, dd, dn, sj.st, flags);
-    if (!dj) return dj.error();
-    // A sealed object it replaces takes its record along: unlisted from its
-    // entry first (a listed name that turned into a FIFO would make the entry
-    // invalid), its sidecar removed after (a sidecar beside a FIFO shows nothing).
-    const bool replaces = dj->verdict == Verdict::visible && !same_object(dj->st, sj.st);
-    if (replaces && dctx.entry && dj->kind == ObjectKind::file_in_entry)
-      if (Status u = s_.unlist(*dctx.entry, dctx.entry_key(dn)); !u) return u;
-    if (Status u = unlist_source(sctx, sn, sj); !u) return u;
-    if (Status r = rename_at(sd, sn, dd, dn, flags); !r) return r;
-    if (replaces && !dctx.entry && dj->kind == ObjectKind::sealed_file)
-      ::unlinkat(dd, sidecar_name(dn).c_str(), 0);
-    return sync_parents(sd, dd);
-  }
-
-  const std::string key = dctx.entry ? dctx.entry_key(dn) : std::string(dn);
-  Manifest extras;
-  auto rec = record_for_file(sd, sn, dst_rel, key, dctx.entry.has_value(), &extras);
-  if (!rec) return rec.error();
-  auto dj = clear_destination(dctx, dd, dn, sj.st, flags);
+// A FIFO, socket or device node moves as it is (R10), never sealed.
+Status Publisher::publish_special(const Move& m) {
+  auto dj = clear_destination(m);
   if (!dj) return dj.error();
-  if (same_object(dj->st, sj.st) && dj->verdict == Verdict::visible) return {};  // POSIX: nothing to do
-  if (s_.crash_at(step::kDstCleared)) return crashed(step::kDstCleared);
+  // A sealed object it replaces takes its record along: unlisted from its
+  // entry first (a listed name that turned into a FIFO would make the entry
+  // invalid), its sidecar removed after (a sidecar beside a FIFO shows nothing).
+  const bool replaces = dj->verdict == Verdict::visible && !same_object(dj->st, m.sj.st);
+  if (replaces && m.dctx.entry && dj->kind == ObjectKind::file_in_entry)
+    if (Status u = s_.records.unlist(*m.dctx.entry, m.dctx.entry_key(m.dn)); !u) return u;
+  if (Status u = unlist_source(m); !u) return u;
+  if (Status r = m.rename(m.flags); !r) return r;
+  if (replaces && !m.dctx.entry && dj->kind == ObjectKind::sealed_file)
+    ::unlinkat(m.dd, sidecar_name(m.dn).c_str(), 0);
+  return sync_parents(m.sd, m.dd);
+}
 
-  if (dctx.entry) {
-    // Replacing a listed file inside an entry: accept both while swapping.
-    std::optional<FileRecord> old;
-    if (dj->verdict == Verdict::visible && dj->kind == ObjectKind::file_in_entry) {
-      auto v =
-          s_.entries.cached(s_.dir_entry_location(dctx.entry->fd.get(), dctx.entry->st, dctx.entry->rel));
-      if (v && v->manifest) {
-        auto it = v->manifest->files.find(key);
-        if (it != v->manifest->files.end()) old = it->second;
-      }
-    }
-    if (old) {
-      Status w = s_.edit_manifest(
-          dctx.entry->fd.get(), dctx.entry->st, kDirManifest,
-          [&](Manifest& m) {
-            m.files[key] = *rec;
-            m.accept[key] = *old;
-            merge_extras(m, extras);
-            return Status{};
-          },
-          false);
-      if (!w) return w;
-      if (s_.crash_at(step::kManifestWritten)) return crashed(step::kManifestWritten);
-    }
-    if (Status u = unlist_source(sctx, sn, sj); !u) return u;
-    if (Status r = rename_at(sd, sn, dd, dn, flags); !r) return r;
-    if (s_.crash_at(step::kRenamed)) return crashed(step::kRenamed);
-    if (Status amended = s_.list_record(*dctx.entry, key, *rec, extras); !amended) return amended;
-    if (s_.crash_at(step::kAmended)) return crashed(step::kAmended);
-    if (Status d = sync_parents(sd, dd); !d) return d;
-    if (dj->verdict == Verdict::visible) s_.invalidate(dd, dn, dj->st);
-    return clean_source();
+// After a file publish: the source's old sidecar goes (a stale sidecar beside
+// no file is invisible, and removed by rmdir, R5).
+Status Publisher::clean_source(const Move& m) {
+  if (!m.sctx.entry && m.sj.kind == ObjectKind::sealed_file) {
+    auto again = stat_at(m.sd, m.sn);  // same dir and name (rename onto itself): keep the sidecar
+    if (!again) ::unlinkat(m.sd, sidecar_name(m.sn).c_str(), 0);
   }
+  if (auto crash = s_.policy.step(step::kSourceCleaned)) return *crash;
+  return {};
+}
 
-  // dst in a container (or the root): a file entry with its own sidecar.
+// Into a directory entry: the file is renamed in unlisted, then listed.
+Status Publisher::amend_file(const Move& m, const FileRecord& rec, const Manifest& extras,
+                             const Judgement& dj) {
+  const EntryRoot& entry = *m.dctx.entry;
+  const std::string key = m.dctx.entry_key(m.dn);
+  // Replacing a listed file inside an entry: accept both while swapping.
   std::optional<FileRecord> old;
-  if (dj->verdict == Verdict::visible && dj->kind == ObjectKind::sealed_file) {
-    auto v = s_.entries.cached(s_.file_entry_location(dd, dn, dj->st, dctx.rel));
+  if (dj.verdict == Verdict::visible && dj.kind == ObjectKind::file_in_entry) {
+    auto v = s_.entries.cached(dir_entry_location(entry));
     if (v && v->manifest) {
-      auto it = v->manifest->files.find(std::string(dn));
+      auto it = v->manifest->files.find(key);
       if (it != v->manifest->files.end()) old = it->second;
     }
-    if (!old) {
-      auto loaded = read_manifest_at(dd, sidecar_name(dn));
-      if (loaded) {
-        auto it = loaded->manifest.files.find(std::string(dn));
-        if (it != loaded->manifest.files.end()) old = it->second;
-      }
-    }
   }
-  Status w = s_.write_sidecar(dd, dn, *rec, old, &extras, &sj.st);
-  if (!w) return w;
-  if (s_.crash_at(step::kManifestWritten)) return crashed(step::kManifestWritten);
-  if (Status u = unlist_source(sctx, sn, sj); !u) return u;
-  if (Status r = rename_at(sd, sn, dd, dn, flags); !r) return r;
-  if (s_.crash_at(step::kRenamed)) return crashed(step::kRenamed);
-  if (Status d = sync_parents(sd, dd); !d) return d;
-  if (s_.crash_at(step::kDirSynced)) return crashed(step::kDirSynced);
   if (old) {
-    Status f = s_.write_sidecar(dd, dn, *rec, std::nullopt, &extras, &sj.st);
-    if (!f) return f;
-    if (Status d = s_.sync_directory(dd); !d) return d;
-    if (s_.crash_at(step::kSidecarFinal)) return crashed(step::kSidecarFinal);
+    Status w = s_.records.edit_manifest(
+        entry.fd.get(), entry.st, kDirManifest,
+        [&](Manifest& into) {
+          into.files[key] = rec;
+          into.accept[key] = *old;
+          merge_extras(into, extras);
+          return Status{};
+        },
+        false);
+    if (!w) return w;
+    if (auto crash = s_.policy.step(step::kManifestWritten)) return *crash;
   }
-  if (dj->verdict == Verdict::visible) s_.invalidate(dd, dn, dj->st);
-  return clean_source();
+  if (Status u = unlist_source(m); !u) return u;
+  if (Status r = m.rename(m.flags); !r) return r;
+  if (auto crash = s_.policy.step(step::kRenamed)) return *crash;
+  if (Status amended = s_.records.list_record(entry, key, rec, extras); !amended) return amended;
+  if (auto crash = s_.policy.step(step::kAmended)) return *crash;
+  if (Status d = sync_parents(m.sd, m.dd); !d) return d;
+  if (dj.verdict == Verdict::visible) s_.consequences.invalidate(m.dd, m.dn, dj.st);
+  return clean_source(m);
 }
+
+// The record of the visible sealed file a publish replaces (R6): from its
+// cached verdict, else from its sidecar.
+std::optional<FileRecord> Publisher::old_sidecar_record(const Move& m, const Judgement& dj) {
+  if (dj.verdict != Verdict::visible || dj.kind != ObjectKind::sealed_file) return std::nullopt;
+  const std::string dn(m.dn);
+  auto v = s_.entries.cached(file_entry_location(m.dd, dn, dj.st, m.dctx.rel));
+  if (v && v->manifest) {
+    auto it = v->manifest->files.find(dn);
+    if (it != v->manifest->files.end()) return it->second;
+  }
+  auto loaded = read_manifest_at(m.dd, sidecar_name(dn));
+  if (loaded) {
+    auto it = loaded->manifest.files.find(dn);
+    if (it != loaded->manifest.files.end()) return it->second;
+  }
+  return std::nullopt;
+}
+
+// dst in a container (or the root): a file entry with its own sidecar.
+Status Publisher::publish_file_entry(const Move& m, const FileRecord& rec, const Manifest& extras,
+                                     const Judgement& dj) {
+  const std::optional<FileRecord> old = old_sidecar_record(m, dj);
+  Status w = s_.records.write_sidecar(m.dd, m.dn, rec, old, &extras, &m.sj.st);
+  if (!w) return w;
+  if (auto crash = s_.policy.step(step::kManifestWritten)) return *crash;
+  if (Status u = unlist_source(m); !u) return u;
+  if (Status r = m.rename(m.flags); !r) return r;
+  if (auto crash = s_.policy.step(step::kRenamed)) return *crash;
+  if (Status d = sync_parents(m.sd, m.dd); !d) return d;
+  if (auto crash = s_.policy.step(step::kDirSynced)) return *crash;
+  if (old) {
+    Status f = s_.records.write_sidecar(m.dd, m.dn, rec, std::nullopt, &extras, &m.sj.st);
+    if (!f) return f;
+    if (Status d = s_.policy.sync_directory(m.dd); !d) return d;
+    if (auto crash = s_.policy.step(step::kSidecarFinal)) return *crash;
+  }
+  if (dj.verdict == Verdict::visible) s_.consequences.invalidate(m.dd, m.dn, dj.st);
+  return clean_source(m);
+}
+
+Status Publisher::publish_file(const Move& m) {
+  if (Status refused = refuse_existing(m); !refused) return refused;
+  if (is_special_file(m.sj.st.st_mode)) return publish_special(m);
+  const std::string key = m.dctx.entry ? m.dctx.entry_key(m.dn) : std::string(m.dn);
+  Manifest extras;
+  auto rec = record_for_file(m.sd, m.sn, m.dst_rel(), key, m.dctx.entry.has_value(), &extras);
+  if (!rec) return rec.error();
+  auto dj = clear_destination(m);
+  if (!dj) return dj.error();
+  if (same_object(dj->st, m.sj.st) && dj->verdict == Verdict::visible) return {};  // POSIX: nothing to do
+  if (auto crash = s_.policy.step(step::kDstCleared)) return *crash;
+  if (m.dctx.entry) return amend_file(m, *rec, extras, *dj);
+  return publish_file_entry(m, *rec, extras, *dj);
+}
+
+}  // namespace
 
 Status Store::rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd, std::string_view dst_name,
                      unsigned flags) {
   Impl& s = *impl_;
-  Impl::DeferredInvalidations held(s);
-  DirMoveGuard dir_moves(s.dir_contexts);
+  DeferredInvalidations held(s.consequences);
+  DirMoveGuard dir_moves(s.places.contexts());
   if (Status ok = check_name(src_name); !ok) return ok.error();
   if (Status ok = check_name(dst_name); !ok) return ok.error();
   if ((flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) != 0 ||
@@ -484,11 +424,11 @@ Status Store::rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd, 
     return make_error(EINVAL, "unsupported rename flags");
   if (is_reserved_name(src_name)) return make_error(ENOENT, "reserved names are not visible");
   if (is_reserved_name(dst_name)) return make_error(EPERM, "reserved name");
-  auto sctx = s.context_of(src_dir_fd);
+  auto sctx = s.places.context_of(src_dir_fd);
   if (!sctx) return sctx.error();
-  auto dctx = s.context_of(dst_dir_fd);
+  auto dctx = s.places.context_of(dst_dir_fd);
   if (!dctx) return dctx.error();
-  auto sj = s.judge_visible(*sctx, src_dir_fd, src_name);
+  auto sj = s.consequences.judge_visible(*sctx, src_dir_fd, src_name);
   if (!sj) return sj.error();
   if (S_ISDIR(sj->st.st_mode) || (flags & RENAME_EXCHANGE) != 0) dir_moves.arm();
   const bool src_vol = s.profile.is_volatile(sctx->child_rel(src_name));
@@ -497,7 +437,7 @@ Status Store::rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd, 
     if (!src_vol || !dst_vol) return make_error(EINVAL, "RENAME_EXCHANGE only inside volatile areas (R6)");
     return rename_at(src_dir_fd, src_name, dst_dir_fd, dst_name, flags);
   }
-  Impl::Publisher p(s);
+  Publisher p(s);
   if (dst_vol) {
     // Into a volatile area: a plain move; the source stops being sealed.
     if (Status u = p.unlist_source(*sctx, src_name, *sj); !u) return u;
@@ -505,81 +445,13 @@ Status Store::rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd, 
     if (Status r = rename_at(src_dir_fd, src_name, dst_dir_fd, dst_name, flags); !r) return r;
     if (!sctx->entry && sj->kind == ObjectKind::sealed_file)
       ::unlinkat(src_dir_fd, sidecar_name(src_name).c_str(), 0);
-    if (before && !same_object(*before, sj->st)) s.invalidate(dst_dir_fd, dst_name, *before);
+    if (before && !same_object(*before, sj->st)) s.consequences.invalidate(dst_dir_fd, dst_name, *before);
     return {};
   }
-  Status done = S_ISDIR(sj->st.st_mode)
-                    ? p.publish_dir(*sctx, src_dir_fd, src_name, *sj, *dctx, dst_dir_fd, dst_name, flags)
-                    : p.publish_file(*sctx, src_dir_fd, src_name, *sj, *dctx, dst_dir_fd, dst_name, flags);
+  const Move m{*sctx, src_dir_fd, src_name, *sj, *dctx, dst_dir_fd, dst_name, flags};
+  Status done = S_ISDIR(sj->st.st_mode) ? p.publish_dir(m) : p.publish_file(m);
   if (done) s.metrics.publishes.fetch_add(1, std::memory_order_relaxed);
   return done;
-}
-
-Result<Found> Store::link(int src_path_fd, int dst_dir_fd, std::string_view dst_name, PlaceHint src_hint) {
-  Impl& s = *impl_;
-  Impl::DeferredInvalidations held(s);
-  if (Status ok = check_name(dst_name); !ok) return ok.error();
-  if (is_reserved_name(dst_name)) return make_error(EPERM, "reserved name");
-  auto st = stat_fd(src_path_fd);
-  if (!st) return st.error();
-  if (S_ISDIR(st->st_mode)) return make_error(EPERM, "hard links to directories are not allowed");
-  auto placed = s.place(src_path_fd, nullptr, nullptr, src_hint);
-  if (!placed) return make_error(ENOENT, placed.error().message);
-  auto sctx = s.context_of(placed->parent.get());
-  if (!sctx) return sctx.error();
-  auto sj = s.judge_settled(*sctx, placed->parent.get(), placed->name, VerifyDepth::cached);
-  if (!sj) return sj.error();
-  if (sj->verdict != Verdict::visible) {
-    s.act_on_invalid(*sctx, placed->parent.get(), placed->name, *sj);
-    return make_error(ENOENT, placed->rel + ": hidden");
-  }
-  auto dctx = s.context_of(dst_dir_fd);
-  if (!dctx) return dctx.error();
-  const std::string dst_rel = dctx->child_rel(dst_name);
-  const std::string dn(dst_name);
-  auto do_link = [&]() -> Status {
-    if (::linkat(placed->parent.get(), placed->name.c_str(), dst_dir_fd, dn.c_str(), 0) != 0)
-      return errno_error("link " + placed->rel + " → " + dst_rel);
-    return {};
-  };
-  if (s.profile.is_volatile(dst_rel)) {
-    if (Status l = do_link(); !l) return l.error();
-    return s.found_at(dst_dir_fd, dst_name, ObjectKind::volatile_obj, &placed->st);
-  }
-  auto dj = s.clear_hidden(*dctx, dst_dir_fd, dst_name);
-  if (!dj) return dj.error();
-  if (dj->verdict == Verdict::visible) return make_error(EEXIST, dn + " exists");
-  if (is_special_file(st->st_mode)) {
-    if (Status l = do_link(); !l) return l.error();
-    return s.found_at(dst_dir_fd, dst_name, ObjectKind::special, &placed->st);
-  }
-  // R10: a publish like R1 that leaves the source in place. Hard links are
-  // one inode under two names, each covered by its own manifest; a later
-  // in-place rewrite through one name re-seals that name only, and the other
-  // name's manifest then fails to verify and is quarantined (as R8 says for
-  // rewrites of published files).
-  Impl::Publisher p(s);
-  const std::string key = dctx->entry ? dctx->entry_key(dst_name) : dn;
-  Manifest extras;
-  auto rec =
-      p.record_for_file(placed->parent.get(), placed->name, dst_rel, key, dctx->entry.has_value(), &extras);
-  if (!rec) return rec.error();
-  if (dctx->entry) {
-    if (Status l = do_link(); !l) return l.error();
-    if (s.crash_at(publish_steps::kRenamed)) return crashed(publish_steps::kRenamed);
-    if (Status amended = s.list_record(*dctx->entry, key, *rec, extras); !amended) return amended.error();
-    if (s.crash_at(publish_steps::kAmended)) return crashed(publish_steps::kAmended);
-  } else {
-    Status w = s.write_sidecar(dst_dir_fd, dst_name, *rec, std::nullopt, &extras, &placed->st);
-    if (!w) return w.error();
-    if (s.crash_at(publish_steps::kManifestWritten)) return crashed(publish_steps::kManifestWritten);
-    if (Status l = do_link(); !l) return l.error();
-    if (s.crash_at(publish_steps::kRenamed)) return crashed(publish_steps::kRenamed);
-    if (Status d = s.sync_directory(dst_dir_fd); !d) return d.error();
-  }
-  s.metrics.publishes.fetch_add(1, std::memory_order_relaxed);
-  return s.found_at(dst_dir_fd, dst_name, dctx->entry ? ObjectKind::file_in_entry : ObjectKind::sealed_file,
-                    &placed->st);
 }
 
 }  // namespace sealfs

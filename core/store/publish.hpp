@@ -1,6 +1,8 @@
-// R1/R6/R10 publish transactions. Store::rename and Store::link (in
-// publish.cpp) are the entry points; this header only names the fault-hook
-// steps, so tests and the daemon's crash injection agree on them.
+// The crash points of the store's transactions, by name: the fault hook
+// (StoreOptions::fault_hook, the daemon's SEALFS_FAULT_STEP) is called with
+// these right after each step, so tests and the daemon's crash injection
+// agree on them. Each is one `policy.step(name)` line in the transaction
+// (policy.hpp). The names are on the wire: never change them.
 #pragma once
 
 #include <array>
@@ -16,6 +18,8 @@ namespace sealfs::publish_steps {
 // renamed → dir_synced → sidecar_final.
 // Amend (into an entry): files_synced → validated → source_unlisted →
 // renamed → amended.
+// Unlink (namespace.cpp): manifest_written (inside an entry: unlisted
+// first) → unlinked.
 inline constexpr std::string_view kFilesSynced = "files_synced";
 inline constexpr std::string_view kValidated = "validated";
 inline constexpr std::string_view kSourceUnlisted = "source_unlisted";
@@ -26,10 +30,11 @@ inline constexpr std::string_view kDirSynced = "dir_synced";
 inline constexpr std::string_view kSidecarFinal = "sidecar_final";
 inline constexpr std::string_view kAmended = "amended";
 inline constexpr std::string_view kSourceCleaned = "source_cleaned";
+inline constexpr std::string_view kUnlinked = "unlinked";
 
-inline constexpr std::array<std::string_view, 10> kAll = {
-    kFilesSynced, kValidated, kSourceUnlisted, kManifestWritten, kDstCleared,
-    kRenamed,     kDirSynced, kSidecarFinal,   kAmended,         kSourceCleaned};
+inline constexpr std::array<std::string_view, 11> kAll = {
+    kFilesSynced, kValidated,    kSourceUnlisted, kManifestWritten, kDstCleared, kRenamed,
+    kDirSynced,   kSidecarFinal, kAmended,        kSourceCleaned,   kUnlinked};
 
 }  // namespace sealfs::publish_steps
 
@@ -42,5 +47,8 @@ inline constexpr std::string_view kDigested = "digested";
 // and checking its stamp again, so tests can pause a hash there.
 inline constexpr std::string_view kHashing = "hashing";
 inline constexpr std::string_view kManifestWritten = publish_steps::kManifestWritten;
+
+// The crash points (kHashing is a pause point, not one).
+inline constexpr std::array<std::string_view, 2> kAll = {kDigested, kManifestWritten};
 
 }  // namespace sealfs::seal_steps

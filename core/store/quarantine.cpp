@@ -4,13 +4,12 @@
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
-#include <stdio.h>  // renameat2
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
+#include <cstdio>  // renameat2
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -121,14 +120,14 @@ std::string reason_json(const ReasonRecord& r) {
 std::string recorded_path(int qdir_fd, const std::string& slot) {
   auto fd = open_beneath(qdir_fd, slot + "/" + std::string(kReasonFile), O_RDONLY | O_NOFOLLOW);
   if (!fd) return "?";
-  std::string text(64 * 1024, '\0');
+  std::string text(std::size_t{64} * 1024, '\0');
   ssize_t n = ::pread(fd->get(), text.data(), text.size(), 0);
   if (n <= 0) return "?";
   text.resize(static_cast<std::size_t>(n));
   rapidjson::Document doc;
   doc.Parse(text.data(), text.size());
   if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("path") || !doc["path"].IsString()) return "?";
-  return std::string(doc["path"].GetString(), doc["path"].GetStringLength());
+  return {doc["path"].GetString(), doc["path"].GetStringLength()};
 }
 
 Status write_all_at(int fd, std::string_view data) {
@@ -209,10 +208,67 @@ class SlotUnderConstruction {
   bool committed_ = false;
 };
 
+// The companions (a file entry's sidecar) follow the object into its slot;
+// one that cannot is noted in record.left_behind (one that is gone is not).
+void move_companions(const Quarantine::Request& request, int slot_fd, ReasonRecord& record) {
+  for (const auto& c : request.companions) {
+    if (::renameat2(request.parent_fd, c.c_str(), slot_fd, name_in_slot(c).c_str(), RENAME_NOREPLACE) == 0 ||
+        errno == ENOENT)
+      continue;
+    const int err = errno;
+    std::fprintf(stderr, "sealfs: quarantine %s: cannot move %s along (errno %d)\n", request.rel.c_str(),
+                 c.c_str(), err);
+    record.left_behind.emplace_back(c, std::strerror(err));
+  }
+}
+
+// reason.json rewritten through its open descriptor (no new one needed).
+void amend_reason(int reason_fd, const ReasonRecord& record, const std::string& slot) {
+  if (Status s = write_all_at(reason_fd, reason_json(record)); !s)
+    std::fprintf(stderr, "sealfs: quarantine %s: cannot amend %s/%s: %s\n", record.rel.c_str(), slot.c_str(),
+                 std::string(kReasonFile).c_str(), s.error().message.c_str());
+}
+
+// Rule 1: everything in the slot but reason.json goes; record.dropped says
+// how big it was and whether the deletion worked.
+void drop_contents(int slot_fd, std::uint64_t bytes, std::uint64_t max_bytes, ReasonRecord& record) {
+  record.dropped = ReasonRecord::Dropped{bytes, max_bytes, "deleted"};
+  auto children = read_dir(slot_fd);
+  if (!children) {
+    record.dropped->outcome = "not deleted: " + children.error().message;
+    return;
+  }
+  for (const auto& c : *children) {
+    if (c.name == kReasonFile) continue;
+    if (Status s = remove_tree_at(slot_fd, c.name); !s) {
+      record.dropped->outcome = "not deleted: " + s.error().message;
+      return;
+    }
+  }
+}
+
+void log_dropped(const std::string& slot, const ReasonRecord& record) {
+  std::fprintf(
+      stderr,
+      "sealfs: quarantine: dropped %s from %s/%s: it occupies %llu bytes, more than the cap of %llu bytes; "
+      "its reason.json stays (%s)\n",
+      record.rel.c_str(), std::string(kQuarantineDir).c_str(), slot.c_str(),
+      static_cast<unsigned long long>(record.dropped->bytes),
+      static_cast<unsigned long long>(record.dropped->max_bytes), record.dropped->outcome.c_str());
+}
+
 }  // namespace
 
 Quarantine::Quarantine(int root_fd, std::uint64_t max_objects, std::uint64_t max_bytes, Metrics& metrics)
     : root_fd_(root_fd), max_objects_(max_objects), max_bytes_(max_bytes), metrics_(metrics) {}
+
+// <UTC time>-<pid>-<seq>: sorts by age, unique per process.
+std::string Quarantine::next_slot_name(const struct timespec& now) {
+  char tail[64];
+  std::snprintf(tail, sizeof tail, "-%ld-%06llu", static_cast<long>(::getpid()),
+                static_cast<unsigned long long>(++seq_));
+  return utc_stamp(now, true) + tail;
+}
 
 Result<bool> Quarantine::move(const Request& request) {
   std::lock_guard lock(mu_);
@@ -229,10 +285,7 @@ Result<bool> Quarantine::move(const Request& request) {
   if (!qdir) return qdir.error();
   struct timespec now {};
   ::clock_gettime(CLOCK_REALTIME, &now);
-  char tail[64];
-  std::snprintf(tail, sizeof tail, "-%ld-%06llu", static_cast<long>(::getpid()),
-                static_cast<unsigned long long>(++seq_));
-  const std::string slot = utc_stamp(now, true) + tail;
+  const std::string slot = next_slot_name(now);
   if (::mkdirat(qdir->get(), slot.c_str(), 0700) != 0) return errno_error("mkdir quarantine slot " + slot);
   SlotUnderConstruction building(qdir->get(), slot);
   if (Status opened = building.open(); !opened) return opened.error();
@@ -256,22 +309,8 @@ Result<bool> Quarantine::move(const Request& request) {
   }
   building.commit();  // the object is in: the slot stays, with its reason
 
-  for (const auto& c : request.companions) {
-    if (::renameat2(request.parent_fd, c.c_str(), building.fd(), name_in_slot(c).c_str(), RENAME_NOREPLACE) ==
-            0 ||
-        errno == ENOENT)
-      continue;
-    const int err = errno;
-    std::fprintf(stderr, "sealfs: quarantine %s: cannot move %s along (errno %d)\n", request.rel.c_str(),
-                 c.c_str(), err);
-    record.left_behind.emplace_back(c, std::strerror(err));
-  }
-  auto amend = [&] {
-    if (Status s = write_all_at(reason_fd.get(), reason_json(record)); !s)
-      std::fprintf(stderr, "sealfs: quarantine %s: cannot amend %s/%s: %s\n", request.rel.c_str(),
-                   slot.c_str(), std::string(kReasonFile).c_str(), s.error().message.c_str());
-  };
-  if (!record.left_behind.empty()) amend();
+  move_companions(request, building.fd(), record);
+  if (!record.left_behind.empty()) amend_reason(reason_fd.get(), record, slot);
   metrics_.quarantined.fetch_add(1, std::memory_order_relaxed);
   std::fprintf(stderr, "sealfs: quarantined %s: %s (in %s/%s)\n", request.rel.c_str(), request.reason.c_str(),
                std::string(kQuarantineDir).c_str(), slot.c_str());
@@ -280,27 +319,9 @@ Result<bool> Quarantine::move(const Request& request) {
   // once, complete: enforce_bounds finds the size cached.)
   auto bytes = slot_bytes(qdir->get(), slot, /*settled=*/true);
   if (bytes && *bytes > max_bytes_) {
-    record.dropped = ReasonRecord::Dropped{*bytes, max_bytes_, "deleted"};
-    auto children = read_dir(building.fd());
-    if (!children) {
-      record.dropped->outcome = "not deleted: " + children.error().message;
-    } else {
-      for (const auto& c : *children) {
-        if (c.name == kReasonFile) continue;
-        if (Status s = remove_tree_at(building.fd(), c.name); !s) {
-          record.dropped->outcome = "not deleted: " + s.error().message;
-          break;
-        }
-      }
-    }
-    amend();
-    std::fprintf(
-        stderr,
-        "sealfs: quarantine: dropped %s from %s/%s: it occupies %llu bytes, more than the cap of %llu bytes; "
-        "its reason.json stays (%s)\n",
-        request.rel.c_str(), std::string(kQuarantineDir).c_str(), slot.c_str(),
-        static_cast<unsigned long long>(*bytes), static_cast<unsigned long long>(max_bytes_),
-        record.dropped->outcome.c_str());
+    drop_contents(building.fd(), *bytes, max_bytes_, record);
+    amend_reason(reason_fd.get(), record, slot);
+    log_dropped(slot, record);
   }
   reason_fd.reset();
   Status bounded = enforce_bounds(qdir->get(), slot);
@@ -339,27 +360,12 @@ Result<std::uint64_t> Quarantine::slot_bytes(int qdir_fd, const std::string& slo
   return *bytes;
 }
 
-// The policy is in the header comment.
-Status Quarantine::enforce_bounds(int qdir_fd, const std::string& keep) {
-  auto children = read_dir(qdir_fd);
-  if (!children) return children.error();
-  struct Slot {
-    std::string name;
-    std::uint64_t bytes = 0;
-    bool gone = false;
-  };
-  std::vector<Slot> slots;
-  for (auto& c : *children) slots.push_back(Slot{std::move(c.name), 0, false});
-  std::sort(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) { return a.name < b.name; });
-  // Forget the sizes of slots no longer there.
-  for (auto it = sizes_.begin(); it != sizes_.end();) {
-    const bool listed = std::ranges::binary_search(slots, it->first, {}, &Slot::name);
-    it = listed ? std::next(it) : sizes_.erase(it);
-  }
-
+// Sizes of every slot in slots (sorted by name, oldest first), into
+// s.bytes; slots gone meanwhile are marked gone. False when one could not be
+// measured (then the byte cap is not applied this time).
+bool Quarantine::measure(int qdir_fd, std::vector<SlotSize>& slots, const std::string& keep,
+                         std::uint64_t& total, std::uint64_t& keep_bytes) {
   bool measured = true;
-  std::uint64_t total = 0;
-  std::uint64_t keep_bytes = 0;
   for (auto& s : slots) {
     auto b = slot_bytes(qdir_fd, s.name, s.name == keep);
     if (!b) {
@@ -378,31 +384,52 @@ Status Quarantine::enforce_bounds(int qdir_fd, const std::string& keep) {
     total += *b;
     if (s.name == keep) keep_bytes = *b;
   }
-  std::uint64_t count = static_cast<std::uint64_t>(
-      std::count_if(slots.begin(), slots.end(), [](const Slot& s) { return !s.gone; }));
+  return measured;
+}
 
-  auto evict = [&](Slot& s, const std::string& why) {
-    const std::string path = recorded_path(qdir_fd, s.name);
-    if (Status r = remove_tree_at(qdir_fd, s.name); !r) {
-      std::fprintf(stderr, "sealfs: quarantine: cannot remove %s/%s (%s): %s\n",
-                   std::string(kQuarantineDir).c_str(), s.name.c_str(), path.c_str(),
-                   r.error().message.c_str());
-      return;
-    }
-    std::fprintf(stderr, "sealfs: quarantine: removed %s/%s (%s, %llu bytes): %s\n",
+// Removes one slot (logged with why); false when it could not be removed.
+bool Quarantine::evict(int qdir_fd, SlotSize& s, const std::string& why) {
+  const std::string path = recorded_path(qdir_fd, s.name);
+  if (Status r = remove_tree_at(qdir_fd, s.name); !r) {
+    std::fprintf(stderr, "sealfs: quarantine: cannot remove %s/%s (%s): %s\n",
                  std::string(kQuarantineDir).c_str(), s.name.c_str(), path.c_str(),
-                 static_cast<unsigned long long>(s.bytes), why.c_str());
-    s.gone = true;
-    sizes_.erase(s.name);
+                 r.error().message.c_str());
+    return false;
+  }
+  std::fprintf(stderr, "sealfs: quarantine: removed %s/%s (%s, %llu bytes): %s\n",
+               std::string(kQuarantineDir).c_str(), s.name.c_str(), path.c_str(),
+               static_cast<unsigned long long>(s.bytes), why.c_str());
+  s.gone = true;
+  sizes_.erase(s.name);
+  return true;
+}
+
+// The policy is in the header comment.
+Status Quarantine::enforce_bounds(int qdir_fd, const std::string& keep) {
+  auto children = read_dir(qdir_fd);
+  if (!children) return children.error();
+  std::vector<SlotSize> slots;
+  for (auto& c : *children) slots.push_back(SlotSize{std::move(c.name), 0, false});
+  std::sort(slots.begin(), slots.end(), [](const SlotSize& a, const SlotSize& b) { return a.name < b.name; });
+  // Forget the sizes of slots no longer there.
+  for (auto it = sizes_.begin(); it != sizes_.end();) {
+    const bool listed = std::ranges::binary_search(slots, it->first, {}, &SlotSize::name);
+    it = listed ? std::next(it) : sizes_.erase(it);
+  }
+  std::uint64_t total = 0;
+  std::uint64_t keep_bytes = 0;
+  const bool measured = measure(qdir_fd, slots, keep, total, keep_bytes);
+  auto count = static_cast<std::uint64_t>(
+      std::count_if(slots.begin(), slots.end(), [](const SlotSize& s) { return !s.gone; }));
+  auto evicted = [&](const SlotSize& s) {
     --count;
     total -= s.bytes;
   };
-
   // Rule 2: older slots over the byte cap alone.
   if (measured) {
     for (auto& s : slots) {
       if (s.gone || s.name == keep || s.bytes <= max_bytes_) continue;
-      evict(s, "it alone exceeds the byte cap of " + std::to_string(max_bytes_));
+      if (evict(qdir_fd, s, "it alone exceeds the byte cap of " + std::to_string(max_bytes_))) evicted(s);
     }
   }
   // Rule 3: oldest first, only to make room for a slot that fits.
@@ -412,9 +439,11 @@ Status Quarantine::enforce_bounds(int qdir_fd, const std::string& keep) {
     const bool over_bytes = byte_bound && total > max_bytes_;
     if (!over_count && !over_bytes) break;
     if (s.gone || s.name == keep) continue;
-    evict(s, over_count ? "the oldest, beyond " + std::to_string(max_objects_) + " slots"
-                        : "the oldest, to make room for " + keep + " (" + std::to_string(total) +
-                              " bytes held, cap " + std::to_string(max_bytes_) + ")");
+    if (evict(qdir_fd, s,
+              over_count ? "the oldest, beyond " + std::to_string(max_objects_) + " slots"
+                         : "the oldest, to make room for " + keep + " (" + std::to_string(total) +
+                               " bytes held, cap " + std::to_string(max_bytes_) + ")"))
+      evicted(s);
   }
   return {};
 }

@@ -82,8 +82,18 @@ class Quarantine {
     std::uint64_t bytes = 0;
   };
 
+  struct SlotSize {
+    std::string name;
+    std::uint64_t bytes = 0;
+    bool gone = false;
+  };
+
+  std::string next_slot_name(const struct timespec& now);  // under mu_
   Result<std::uint64_t> slot_bytes(int qdir_fd, const std::string& slot, bool settled);
   Status enforce_bounds(int qdir_fd, const std::string& keep);
+  bool measure(int qdir_fd, std::vector<SlotSize>& slots, const std::string& keep, std::uint64_t& total,
+               std::uint64_t& keep_bytes);
+  bool evict(int qdir_fd, SlotSize& s, const std::string& why);
 
   int root_fd_;
   std::uint64_t max_objects_;

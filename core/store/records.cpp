@@ -1,17 +1,24 @@
 // Records and manifest edits shared by publish, seal and the creation calls:
 // what a file's record is (fsync, validators, digest), and read-modify-write
 // of a manifest under its stripe lock.
+#include "core/store/records.hpp"
+
 #include <fcntl.h>
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <functional>
+#include <future>
 #include <new>
+#include <system_error>
 
+#include "core/manifest/manifest_file.hpp"
 #include "core/store/impl.hpp"
+#include "core/store/publish.hpp"
 
 namespace sealfs {
 namespace {
@@ -20,7 +27,7 @@ std::string write_json(const rapidjson::Value& v) {
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
   v.Accept(w);
-  return std::string(sb.GetString(), sb.GetSize());
+  return {sb.GetString(), sb.GetSize()};
 }
 
 // extra[section] is a JSON object keyed by manifest path; set one member.
@@ -44,6 +51,54 @@ bool is_at_or_below(std::string_view path, std::string_view key) {
          (path.size() > key.size() && path.substr(0, key.size()) == key && path[key.size()] == '/');
 }
 
+// Every regular file and symlink below dir_fd, as paths relative to it,
+// leaving out reserved names (manifests, sidecars) and special files.
+Status collect_files(int dir_fd, const std::string& prefix, int depth, std::vector<std::string>& out) {
+  if (depth > kMaxTreeDepth) return make_error(ELOOP, "tree too deep to publish");
+  auto children = read_dir(dir_fd);
+  if (!children) return children.error();
+  for (const auto& c : *children) {
+    if (is_reserved_name(c.name)) continue;
+    auto st = stat_at(dir_fd, c.name);
+    if (!st) return st.error();
+    const std::string key = join_rel(prefix, c.name);
+    if (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode)) {
+      out.push_back(key);
+    } else if (S_ISDIR(st->st_mode)) {
+      auto sub = open_beneath(dir_fd, c.name, O_PATH | O_DIRECTORY);
+      if (!sub) return sub.error();
+      Status s = collect_files(sub->get(), key, depth + 1, out);
+      if (!s) return s;
+    }
+  }
+  return {};
+}
+
+// fsync of every regular file in paths (below dir_fd). Every file's
+// writeback is started before the first fsync waits, so the writes go out
+// together and the fsyncs that follow mostly find their data (and, on a
+// journaling filesystem, their commit) done. In batches, to bound the fds held.
+Status sync_files(int dir_fd, const std::vector<std::string>& paths) {
+  constexpr std::size_t kBatch = 64;
+  for (std::size_t first = 0; first < paths.size(); first += kBatch) {
+    std::vector<UniqueFd> batch;
+    for (std::size_t i = first; i < std::min(paths.size(), first + kBatch); ++i) {
+      auto fd = open_beneath(dir_fd, paths[i], O_RDONLY | O_NONBLOCK);
+      if (!fd) {
+        if (fd.code() == ELOOP) continue;  // a symlink: nothing to sync
+        return fd.error();
+      }
+      ::sync_file_range(fd->get(), 0, 0, SYNC_FILE_RANGE_WRITE);  // a hint: fsync below is what counts
+      batch.push_back(std::move(*fd));
+    }
+    for (const auto& fd : batch) {
+      Status synced = sync_fd(fd.get());
+      if (!synced) return synced;
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 void merge_extras(Manifest& into, const Manifest& from) {
@@ -51,9 +106,10 @@ void merge_extras(Manifest& into, const Manifest& from) {
     rapidjson::Document doc;
     doc.Parse(text.data(), text.size());
     if (doc.HasParseError() || !doc.IsObject()) continue;
-    for (auto& member : doc.GetObject())
-      put_extra(into, section, std::string_view(member.name.GetString(), member.name.GetStringLength()),
-                write_json(member.value));
+    const rapidjson::Value& object = doc;
+    for (auto member = object.MemberBegin(); member != object.MemberEnd(); ++member)
+      put_extra(into, section, std::string_view(member->name.GetString(), member->name.GetStringLength()),
+                write_json(member->value));
   }
 }
 
@@ -65,8 +121,9 @@ void drop_records(Manifest& m, std::string_view key) {
     doc.Parse(text.data(), text.size());
     if (doc.HasParseError() || !doc.IsObject()) continue;
     std::vector<std::string> doomed;
-    for (auto& member : doc.GetObject()) {
-      std::string_view name(member.name.GetString(), member.name.GetStringLength());
+    const rapidjson::Value& object = doc;
+    for (auto member = object.MemberBegin(); member != object.MemberEnd(); ++member) {
+      std::string_view name(member->name.GetString(), member->name.GetStringLength());
       if (is_at_or_below(name, key)) doomed.emplace_back(name);
     }
     if (doomed.empty()) continue;
@@ -76,37 +133,63 @@ void drop_records(Manifest& m, std::string_view key) {
   }
 }
 
-std::mutex& Store::Impl::manifest_lock(const struct stat& holder) {
+std::mutex& Records::manifest_lock(const struct stat& holder) {
   static std::array<std::mutex, 64> stripes;
   const std::size_t h = std::hash<std::uint64_t>{}(static_cast<std::uint64_t>(holder.st_ino) * 1000003u ^
                                                    static_cast<std::uint64_t>(holder.st_dev));
   return stripes[h % stripes.size()];
 }
 
-Result<FileRecord> Store::Impl::make_record(int dir_fd, std::string_view name, const RecordOptions& how,
-                                            Manifest* extras) {
+// What a symlink leads to is never verified, so a name the profile hashes
+// must be a regular file, and a target must stay in the entry. The same rules
+// as the entry verifier's (core/verify/entry.cpp).
+Result<FileRecord> Records::symlink_record(int dir_fd, std::string_view name,
+                                           const RecordOptions& how) const {
+  auto refuse = [&](const std::string& why) -> Error {
+    metrics_.rejected.fetch_add(1, std::memory_order_relaxed);
+    return make_error(EBADMSG, how.profile_rel + ": " + why);
+  };
+  const bool hashed = !profile_.is_size_only(how.profile_rel);
+  if (hashed && (how.in_dir_entry || !profile_.validators_for(how.profile_rel).empty()))
+    return refuse("a symlink where the profile hashes (must be a regular file)");
+  auto target = read_link_at(dir_fd, name);
+  if (!target) return target.error();
+  if (how.in_dir_entry && !symlink_stays_inside(how.key, *target))
+    return refuse("symlink target leaves the entry");
+  FileRecord rec;
+  rec.size = target->size();
+  rec.symlink = std::move(*target);
+  return rec;
+}
+
+Status Records::validate(int fd, const RecordOptions& how, Manifest* extras) const {
+  for (const auto& vname : profile_.validators_for(how.profile_rel)) {
+    const ValidatorFn* fn = validators_.find(vname);
+    if (fn == nullptr) return make_error(EBADMSG, how.profile_rel + ": unknown validator " + vname);
+    ValidationOutcome outcome;
+    try {
+      outcome = (*fn)(fd, how.key);
+    } catch (const std::bad_alloc&) {
+      return make_error(ENOMEM, how.profile_rel + ": validator " + vname + " ran out of memory");
+    } catch (...) {
+      // A validator that cannot decide has not accepted the file.
+      outcome.accepted = false;
+      outcome.reason = "validator " + vname + " failed";
+    }
+    if (!outcome.accepted) {
+      metrics_.rejected.fetch_add(1, std::memory_order_relaxed);
+      return make_error(EBADMSG, how.profile_rel + ": rejected by " + vname + ": " + outcome.reason);
+    }
+    if (extras && !outcome.record_json.empty()) put_extra(*extras, vname, how.key, outcome.record_json);
+  }
+  return {};
+}
+
+Result<FileRecord> Records::make_record(int dir_fd, std::string_view name, const RecordOptions& how,
+                                        Manifest* extras) const {
   auto st = stat_at(dir_fd, name);
   if (!st) return st.error();
-  FileRecord rec;
-  if (S_ISLNK(st->st_mode)) {
-    // What a symlink leads to is never verified, so a name the profile
-    // hashes must be a regular file, and a target must stay in the entry.
-    auto refuse = [&](const std::string& why) -> Error {
-      metrics.rejected.fetch_add(1, std::memory_order_relaxed);
-      return make_error(EBADMSG, how.profile_rel + ": " + why);
-    };
-    // The same rules as the entry verifier's (core/verify/entry.cpp).
-    const bool hashed = !profile.is_size_only(how.profile_rel);
-    if (hashed && (how.in_dir_entry || !profile.validators_for(how.profile_rel).empty()))
-      return refuse("a symlink where the profile hashes (must be a regular file)");
-    auto target = read_link_at(dir_fd, name);
-    if (!target) return target.error();
-    if (how.in_dir_entry && !symlink_stays_inside(how.key, *target))
-      return refuse("symlink target leaves the entry");
-    rec.size = target->size();
-    rec.symlink = std::move(*target);
-    return rec;
-  }
+  if (S_ISLNK(st->st_mode)) return symlink_record(dir_fd, name, how);
   if (!S_ISREG(st->st_mode)) return make_error(EINVAL, std::string(name) + ": not a regular file");
   // O_NONBLOCK and the fstat check: never block on, or hash, anything but the
   // regular file we just saw.
@@ -118,40 +201,22 @@ Result<FileRecord> Store::Impl::make_record(int dir_fd, std::string_view name, c
   if (!S_ISREG(now->st_mode) || !same_object(*now, *st))
     return make_error(EAGAIN, how.profile_rel + ": replaced");
   // What verification would refuse to hash is not published (EFBIG).
-  if (!profile.is_size_only(how.profile_rel) &&
-      static_cast<std::uint64_t>(now->st_size) > profile.max_file_size)
+  if (!profile_.is_size_only(how.profile_rel) &&
+      static_cast<std::uint64_t>(now->st_size) > profile_.max_file_size)
     return make_error(EFBIG, how.profile_rel + ": " + std::to_string(now->st_size) +
                                  " bytes, above the profile's max_file_size");
   if (how.sync_data) {
     // R1: the data must be on disk before a manifest that vouches for it.
-    Status s = sync_file(fd.get());
-    if (!s) return s.error();
+    if (Status s = policy_.sync_file(fd.get()); !s) return s.error();
   }
   if (how.validate) {
-    for (const auto& vname : profile.validators_for(how.profile_rel)) {
-      const ValidatorFn* fn = options.validators.find(vname);
-      if (fn == nullptr) return make_error(EBADMSG, how.profile_rel + ": unknown validator " + vname);
-      ValidationOutcome outcome;
-      try {
-        outcome = (*fn)(fd.get(), how.key);
-      } catch (const std::bad_alloc&) {
-        return make_error(ENOMEM, how.profile_rel + ": validator " + vname + " ran out of memory");
-      } catch (...) {
-        // A validator that cannot decide has not accepted the file.
-        outcome.accepted = false;
-        outcome.reason = "validator " + vname + " failed";
-      }
-      if (!outcome.accepted) {
-        metrics.rejected.fetch_add(1, std::memory_order_relaxed);
-        return make_error(EBADMSG, how.profile_rel + ": rejected by " + vname + ": " + outcome.reason);
-      }
-      if (extras && !outcome.record_json.empty()) put_extra(*extras, vname, how.key, outcome.record_json);
-    }
+    if (Status s = validate(fd.get(), how, extras); !s) return s.error();
   }
+  FileRecord rec;
   rec.size = static_cast<std::uint64_t>(now->st_size);
-  if (!profile.is_size_only(how.profile_rel)) {
-    auto digest = verifier.digest(fd.get());
-    if (!digest && digest.code() == EAGAIN) digest = verifier.digest(fd.get());
+  if (!profile_.is_size_only(how.profile_rel)) {
+    auto digest = verifier_.digest(fd.get());
+    if (!digest && digest.code() == EAGAIN) digest = verifier_.digest(fd.get());
     if (!digest) return digest.error();
     rec.sha256 = *digest;
     auto after = stat_fd(fd.get());
@@ -160,8 +225,48 @@ Result<FileRecord> Store::Impl::make_record(int dir_fd, std::string_view name, c
   return rec;
 }
 
-Status Store::Impl::edit_manifest(int base_fd, const struct stat& holder, std::string_view manifest_name,
-                                  const std::function<Status(Manifest&)>& edit, bool create) {
+// Records for every file under the directory src_fd, keyed by key_prefix +
+// path inside src; profile decisions use dst_rel + path. Data fsync'ed first.
+Result<Manifest> Records::records_for_tree(int src_fd, const std::string& key_prefix,
+                                           const std::string& dst_rel) const {
+  std::vector<std::string> paths;
+  Status collected = collect_files(src_fd, "", 0, paths);
+  if (!collected) return collected.error();
+  // The fsyncs wait on the disk while the validators and digests keep a CPU
+  // busy; R1 needs both done before the manifest is written, in no order, so
+  // the fsyncs run on a helper thread meanwhile (inline when none starts).
+  std::future<Status> synced;
+  if (policy_.durable()) {
+    auto sync_all = [src_fd, &paths] { return sync_files(src_fd, paths); };
+    try {
+      synced = std::async(std::launch::async, sync_all);
+    } catch (const std::system_error&) {
+      synced = std::async(std::launch::deferred, sync_all);
+    }
+  }
+  Manifest m;
+  for (const auto& p : paths) {
+    auto [parent_rel, leaf] = split_parent(p);
+    auto parent = open_beneath(src_fd, parent_rel, O_PATH | O_DIRECTORY);
+    if (!parent) return parent.error();
+    RecordOptions how;
+    how.validate = true;
+    how.profile_rel = join_rel(dst_rel, p);
+    how.key = join_rel(key_prefix, p);
+    auto rec = make_record(parent->get(), leaf, how, &m);
+    if (!rec) return rec.error();
+    m.files[how.key] = *rec;
+  }
+  if (synced.valid()) {
+    if (Status s = synced.get(); !s) return s.error();
+  }
+  if (auto crash = policy_.step(publish_steps::kFilesSynced)) return *crash;
+  if (auto crash = policy_.step(publish_steps::kValidated)) return *crash;
+  return m;
+}
+
+Status Records::edit_manifest(int base_fd, const struct stat& holder, std::string_view manifest_name,
+                              const std::function<Status(Manifest&)>& edit, bool create) const {
   {
     std::lock_guard lock(manifest_lock(holder));
     Manifest m;
@@ -173,16 +278,16 @@ Status Store::Impl::edit_manifest(int base_fd, const struct stat& holder, std::s
     }
     Status s = edit(m);
     if (!s) return s;
-    s = write_manifest_atomic(base_fd, manifest_name, m, durable());
+    s = write_manifest_atomic(base_fd, manifest_name, m, policy_.durable());
     if (!s) return s;
   }
   // The manifest's new name must survive a power cut too.
-  return sync_directory(base_fd);
+  return policy_.sync_directory(base_fd);
 }
 
-Status Store::Impl::write_sidecar(int dir_fd, std::string_view name, const FileRecord& record,
-                                  const std::optional<FileRecord>& accept, const Manifest* extras,
-                                  const struct stat* source) {
+Status Records::write_sidecar(int dir_fd, std::string_view name, const FileRecord& record,
+                              const std::optional<FileRecord>& accept, const Manifest* extras,
+                              const struct stat* source) const {
   Manifest m;
   m.files[std::string(name)] = record;
   if (accept) m.accept[std::string(name)] = *accept;
@@ -193,7 +298,53 @@ Status Store::Impl::write_sidecar(int dir_fd, std::string_view name, const FileR
   std::lock_guard lock(manifest_lock(*holder));
   std::vector<struct stat> also;
   if (source) also.push_back(*source);
-  return write_manifest_atomic(dir_fd, sidecar_name(name), m, durable(), also);
+  return write_manifest_atomic(dir_fd, sidecar_name(name), m, policy_.durable(), also);
+}
+
+Status Records::unlist(const EntryRoot& entry, std::string_view key) const {
+  return edit_manifest(
+      entry.fd.get(), entry.st, kDirManifest,
+      [&](Manifest& m) {
+        drop_records(m, key);
+        return Status{};
+      },
+      false);
+}
+
+Status Records::list_record(const EntryRoot& entry, std::string_view key, const FileRecord& rec,
+                            const Manifest& extras) const {
+  return edit_manifest(
+      entry.fd.get(), entry.st, kDirManifest,
+      [&](Manifest& m) {
+        drop_records(m, key);
+        m.files[std::string(key)] = rec;
+        merge_extras(m, extras);
+        return Status{};
+      },
+      false);
+}
+
+Status Records::seal_at(const DirContext& ctx, int dir_fd, std::string_view name, bool sync_data) const {
+  const std::string rel = ctx.child_rel(name);
+  if (profile_.is_volatile(rel)) return {};
+  RecordOptions how;
+  how.sync_data = sync_data;
+  how.validate = true;  // content checks apply however the content arrived
+  how.profile_rel = rel;
+  how.key = ctx.entry ? ctx.entry_key(name) : std::string(name);
+  how.in_dir_entry = ctx.entry.has_value();
+  Manifest extras;
+  auto rec = make_record(dir_fd, name, how, &extras);
+  if (!rec) return rec.error();
+  if (auto crash = policy_.step(seal_steps::kDigested)) return *crash;
+  if (ctx.entry) {
+    if (Status s = list_record(*ctx.entry, how.key, *rec, extras); !s) return s;
+  } else {
+    if (Status s = write_sidecar(dir_fd, name, *rec, std::nullopt, &extras); !s) return s;
+    if (Status s = policy_.sync_directory(dir_fd); !s) return s;
+  }
+  if (auto crash = policy_.step(seal_steps::kManifestWritten)) return *crash;
+  return {};
 }
 
 // A chmod or chown through M never unseals (R10), but it changes who may read
@@ -206,7 +357,7 @@ Status Store::refresh_manifest_access(int path_fd, PlaceHint hint) {
   if (!st) return st.error();
   if (!S_ISREG(st->st_mode)) return {};
   DirContext ctx;
-  auto placed = s.place(path_fd, &ctx, &*st, hint);
+  auto placed = s.places.place(path_fd, &ctx, &*st, hint);
   if (!placed) return {};  // no longer below the root: no manifest of ours covers it
   if (ctx.is_volatile || s.profile.is_volatile(placed->rel)) return {};
   int base = placed->parent.get();
@@ -221,7 +372,7 @@ Status Store::refresh_manifest_access(int path_fd, PlaceHint hint) {
   } else if (auto pst = stat_fd(base)) {
     holder = *pst;
   }
-  std::lock_guard lock(s.manifest_lock(holder));
+  std::lock_guard lock(Records::manifest_lock(holder));
   auto loaded = read_manifest_at(base, manifest_name);
   if (!loaded || loaded->manifest.files.count(key) == 0) return {};  // not sealed: nothing tells about it
   int raw = ::openat(base, manifest_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -231,29 +382,6 @@ Status Store::refresh_manifest_access(int path_fd, PlaceHint hint) {
   if (!now || !S_ISREG(now->st_mode) || Stamp::of(*now).ino != loaded->stamp.ino)
     return {};  // replaced meanwhile
   return apply_access(fd.get(), narrowest_access(covered_files(base, loaded->manifest)));
-}
-
-Status Store::Impl::unlist(const EntryRoot& entry, std::string_view key) {
-  return edit_manifest(
-      entry.fd.get(), entry.st, kDirManifest,
-      [&](Manifest& m) {
-        drop_records(m, key);
-        return Status{};
-      },
-      false);
-}
-
-Status Store::Impl::list_record(const EntryRoot& entry, std::string_view key, const FileRecord& rec,
-                                const Manifest& extras) {
-  return edit_manifest(
-      entry.fd.get(), entry.st, kDirManifest,
-      [&](Manifest& m) {
-        drop_records(m, key);
-        m.files[std::string(key)] = rec;
-        merge_extras(m, extras);
-        return Status{};
-      },
-      false);
 }
 
 }  // namespace sealfs

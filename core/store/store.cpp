@@ -1,6 +1,7 @@
-// sealfs::Store: opening B, lookup/list/open (R2, R3, R4, R7, R8), creation
-// (R5, R7, R10) and removal. Publishing is in publish.cpp, in-place writes in
-// seal.cpp, the offline tools in fsck.cpp.
+// sealfs::Store: opening B, and what a reader sees: lookup, list and open
+// (R2, R3, R4, R7, R8). Creation and removal are in namespace.cpp,
+// publishing in publish.cpp, in-place writes in seal.cpp, the offline tools
+// in offline.cpp.
 #include "core/store/store.hpp"
 
 #include <dirent.h>
@@ -8,16 +9,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <climits>
-#include <cstdio>
 
 #include "core/store/impl.hpp"
 #include "core/store/publish.hpp"
 
 namespace sealfs {
-
 namespace {
 
 unsigned char dt_of(mode_t mode) {
@@ -43,21 +40,121 @@ unsigned char dt_of(mode_t mode) {
 
 Error hidden_error(std::string_view name) { return make_error(ENOENT, std::string(name) + ": hidden"); }
 
+// Store::lookup and Store::lookup_verified, at the given verification depth.
+Result<Found> lookup_at(Store::Impl& s, int dir_fd, std::string_view name, VerifyDepth depth) {
+  s.metrics.lookups.fetch_add(1, std::memory_order_relaxed);
+  if (Status ok = check_name(name); !ok) return ok.error();
+  if (is_reserved_name(name)) {
+    s.metrics.hidden.fetch_add(1, std::memory_order_relaxed);
+    return hidden_error(name);
+  }
+  auto ctx = s.places.context_of(dir_fd);
+  if (!ctx) return make_error(ctx.code() == ESTALE ? ENOENT : ctx.code(), ctx.error().message);
+  // A publish may replace the name while we judge it (R6): when the name no
+  // longer holds the object judged, judge again instead of answering ENOENT
+  // for a name that was visible all along.
+  constexpr int kAttempts = 4;
+  for (int attempt = 1;; ++attempt) {
+    auto j = s.judge.judge_settled(*ctx, dir_fd, name, depth);
+    if (!j) return j.error();
+    if (j->verdict == Verdict::absent) return make_error(ENOENT, std::string(name) + ": absent");
+    if (j->verdict == Verdict::visible) {
+      auto found = found_at(dir_fd, name, j->kind, &j->st);
+      // Replaced since judged: judge again. EMFILE and the like: say so (R2).
+      if (!found && found.code() != ENOENT && found.code() != ESTALE) return found.error();
+      if (!found && attempt < kAttempts) continue;
+      if (!found) return make_error(ENOENT, found.error().message);
+      if (j->kind == ObjectKind::entry_root || j->kind == ObjectKind::sealed_file ||
+          j->kind == ObjectKind::file_in_entry)
+        s.metrics.hits.fetch_add(1, std::memory_order_relaxed);
+      return found;
+    }
+    s.consequences.act_on_invalid(*ctx, dir_fd, name, *j);
+    s.metrics.hidden.fetch_add(1, std::memory_order_relaxed);
+    return hidden_error(name);
+  }
+}
+
+// path_fd's object was replaced or unlinked since its lookup. A native
+// filesystem would still open the old inode; serve it when it is exactly the
+// file a verdict vouched for (a reader caught in an R6 swap), else ESTALE:
+// the handle names an object that is no longer there, and a caller (the
+// kernel's VFS) retries with a fresh lookup of the name.
+Result<UniqueFd> open_replaced(EntryVerifier& entries, int path_fd, int flags, const struct stat& st,
+                               const std::string& why) {
+  // Content identity only: unlinking the old name changed its ctime.
+  auto v = entries.cached_by_key(st.st_dev, st.st_ino);
+  if (v && v->valid && v->file_stamps.size() == 1) {
+    const Stamp& seen = v->file_stamps.begin()->second;
+    const Stamp now = Stamp::of(st);
+    if (seen.dev == now.dev && seen.ino == now.ino && seen.size == now.size &&
+        seen.mtime.tv_sec == now.mtime.tv_sec && seen.mtime.tv_nsec == now.mtime.tv_nsec)
+      return reopen_fd(path_fd, flags, &st);
+  }
+  return make_error(ESTALE, why);
+}
+
+// The judge's verdict on a sealed file, checked against the file opened:
+// verify=always rehashes it, verify=changed re-verifies its manifest when the
+// file's stamp is not the one the verdict saw. Damage found turns the verdict
+// invalid, as the judge would have said.
+Status recheck_opened(Store::Impl& s, Judgement& j, const struct stat& st, const std::string& rel) {
+  std::shared_ptr<const EntryVerdict> v;
+  if (s.options.verify == VerifyMode::always)
+    v = s.entries.check(*j.where, VerifyDepth::fresh, ForceHash::only(j.key));
+  else if (!j.seen || !(*j.seen == Stamp::of(st)))
+    v = s.entries.check(*j.where, VerifyDepth::fresh);
+  if (!v || v->valid) return {};
+  if (v->error) return make_error(v->error, rel + ": " + v->reason);  // no verdict: say why
+  j.verdict = j.where->file_entry ? Verdict::invalid_self : Verdict::invalid_entry;
+  j.reason = v->reason;
+  j.transient = v->transient;
+  return {};
+}
+
+// A read open of a regular file: it must still be what a verdict vouches for.
+Result<UniqueFd> open_for_reading(Store::Impl& s, int path_fd, int flags, const struct stat& st,
+                                  PlaceHint hint) {
+  DirContext ctx;
+  auto placed = s.places.place(path_fd, &ctx, &st, hint);
+  if (!placed) return open_replaced(s.entries, path_fd, flags, st, placed.error().message);
+  // Written through M right now: opened without judging its content, which
+  // its seal decides (R4).
+  if (s.profile.is_volatile(placed->rel) || s.policy.in_progress(st)) return reopen_fd(path_fd, flags, &st);
+  const std::string replaced = placed->rel + ": replaced meanwhile";
+  auto j = s.judge.judge(ctx, placed->parent.get(), placed->name, VerifyDepth::cached);
+  if (!j) return j.error();
+  if (!same_object(j->st, st)) return open_replaced(s.entries, path_fd, flags, st, replaced);
+  if (j->sealed_file()) {
+    if (Status checked = recheck_opened(s, *j, st, placed->rel); !checked) return checked.error();
+  }
+  if (j->verdict != Verdict::invalid_self && j->verdict != Verdict::invalid_entry)
+    return reopen_fd(path_fd, flags, &st);  // visible, or nothing a manifest says about it
+  auto now = stat_at(placed->parent.get(), placed->name);
+  if (j->transient || !now || !same_object(*now, st))
+    return open_replaced(s.entries, path_fd, flags, st, replaced);
+  s.consequences.act_on_invalid(ctx, placed->parent.get(), placed->name, *j);
+  return make_error(ENOENT, placed->rel + ": " + j->reason);
+}
+
 }  // namespace
 
-Store::Impl::Impl(UniqueFd root, std::string root_path_, struct stat root_st_, Profile profile_,
-                  StoreOptions options_)
+Store::Impl::Impl(UniqueFd root, std::string root_path, const struct stat& root_stat, Profile store_profile,
+                  StoreOptions store_options)
     : root_fd(std::move(root)),
-      root_path(std::move(root_path_)),
-      root_st(root_st_),
-      profile(std::move(profile_)),
-      options(std::move(options_)),
+      root_st(root_stat),
+      profile(std::move(store_profile)),
+      options(std::move(store_options)),
+      policy(options),
       verifier(metrics),
       entries(verifier, options.verdict_ttl, 1u << 13, &profile),
       quarantine(root_fd.get(), options.quarantine_max_objects, options.quarantine_max_bytes, metrics),
-      dir_contexts(options.verdict_ttl) {
+      places(root_fd.get(), std::move(root_path), root_st, profile, options.verdict_ttl),
+      judge(profile, entries, policy),
+      consequences(root_fd.get(), judge, places, entries, quarantine, options.on_invalidate),
+      records(profile, options.validators, policy, metrics, verifier) {
   entries.set_max_hashed_size(profile.max_file_size);
-  entries.set_in_progress([this](const struct stat& st) { return in_progress(st); });
+  entries.set_in_progress([this](const struct stat& st) { return policy.in_progress(st); });
   if (options.fault_hook)
     verifier.set_mid_hash_hook([hook = options.fault_hook] { hook(seal_steps::kHashing); });
 }
@@ -113,65 +210,29 @@ Result<Found> Store::root() {
 }
 
 Result<Found> Store::lookup(int dir_fd, std::string_view name) {
-  return impl_->lookup(dir_fd, name, VerifyDepth::cached);
+  return lookup_at(*impl_, dir_fd, name, VerifyDepth::cached);
 }
 
 Result<Found> Store::lookup_verified(int dir_fd, std::string_view name) {
-  return impl_->lookup(dir_fd, name, VerifyDepth::cached_only);
-}
-
-Result<Found> Store::Impl::lookup(int dir_fd, std::string_view name, VerifyDepth depth) {
-  Impl& s = *this;
-  s.metrics.lookups.fetch_add(1, std::memory_order_relaxed);
-  if (Status ok = check_name(name); !ok) return ok.error();
-  if (is_reserved_name(name)) {
-    s.metrics.hidden.fetch_add(1, std::memory_order_relaxed);
-    return hidden_error(name);
-  }
-  auto ctx = s.context_of(dir_fd);
-  if (!ctx) return make_error(ctx.code() == ESTALE ? ENOENT : ctx.code(), ctx.error().message);
-  // A publish may replace the name while we judge it (R6): when the name no
-  // longer holds the object judged, judge again instead of answering ENOENT
-  // for a name that was visible all along.
-  constexpr int kAttempts = 4;
-  for (int attempt = 1;; ++attempt) {
-    auto j = s.judge_settled(*ctx, dir_fd, name, depth);
-    if (!j) return j.error();
-    if (j->verdict == Verdict::absent) return make_error(ENOENT, std::string(name) + ": absent");
-    if (j->verdict == Verdict::visible) {
-      auto found = s.found_at(dir_fd, name, j->kind, &j->st);
-      // Replaced since judged: judge again. EMFILE and the like: say so (R2).
-      if (!found && found.code() != ENOENT && found.code() != ESTALE) return found.error();
-      if (!found && attempt < kAttempts) continue;
-      if (!found) return make_error(ENOENT, found.error().message);
-      if (j->kind == ObjectKind::entry_root || j->kind == ObjectKind::sealed_file ||
-          j->kind == ObjectKind::file_in_entry)
-        s.metrics.hits.fetch_add(1, std::memory_order_relaxed);
-      return found;
-    }
-    s.act_on_invalid(*ctx, dir_fd, name, *j);
-    s.metrics.hidden.fetch_add(1, std::memory_order_relaxed);
-    return hidden_error(name);
-  }
+  return lookup_at(*impl_, dir_fd, name, VerifyDepth::cached_only);
 }
 
 Result<std::vector<DirItem>> Store::list(int dir_fd) {
   Impl& s = *impl_;
-  auto ctx = s.context_of(dir_fd);
+  auto ctx = s.places.context_of(dir_fd);
   if (!ctx) return make_error(ctx.code() == ESTALE ? ENOENT : ctx.code(), ctx.error().message);
   std::vector<DirItem> out;
   if (ctx->entry) {
     // A directory of an entry known (or seen at stat level) to be invalid
     // shows nothing; the next lookup quarantines the entry.
-    auto v = s.entries.check(s.dir_entry_location(ctx->entry->fd.get(), ctx->entry->st, ctx->entry->rel),
-                             VerifyDepth::stat_only);
+    auto v = s.entries.check(dir_entry_location(*ctx->entry), VerifyDepth::stat_only);
     if (!v->valid) return out;
   }
   auto children = read_dir(dir_fd);
   if (!children) return children.error();
   for (const auto& c : *children) {
     if (is_reserved_name(c.name)) continue;
-    auto j = s.judge(*ctx, dir_fd, c.name, VerifyDepth::stat_only);
+    auto j = s.judge.judge(*ctx, dir_fd, c.name, VerifyDepth::stat_only);
     if (!j || j->verdict != Verdict::visible) continue;
     out.push_back(DirItem{c.name, j->st.st_ino, dt_of(j->st.st_mode)});
   }
@@ -179,254 +240,32 @@ Result<std::vector<DirItem>> Store::list(int dir_fd) {
 }
 
 Result<UniqueFd> Store::open_file(int path_fd, int flags, PlaceHint hint) {
-  Impl& s = *impl_;
   if ((flags & (O_CREAT | O_EXCL)) != 0) return make_error(EINVAL, "open: O_CREAT/O_EXCL belong to create");
   auto st = stat_fd(path_fd);
   if (!st) return st.error();
-  const mode_t type = st->st_mode & S_IFMT;
-  if (type == S_IFREG && (flags & O_ACCMODE) == O_RDONLY) {
-    // A read of a sealed file: check that it still is what was verified.
-    // Replaced or unlinked since its lookup. A native filesystem would still
-    // open the old inode; serve it when it is exactly the file a verdict
-    // vouched for (a reader caught in an R6 swap), else ESTALE: the handle
-    // names an object that is no longer there, and a caller (the kernel's
-    // VFS) retries with a fresh lookup of the name.
-    auto open_replaced = [&](const std::string& why) -> Result<UniqueFd> {
-      // Content identity only: unlinking the old name changed its ctime.
-      auto v = s.entries.cached_by_key(st->st_dev, st->st_ino);
-      if (v && v->valid && v->file_stamps.size() == 1) {
-        const Stamp& seen = v->file_stamps.begin()->second;
-        const Stamp now = Stamp::of(*st);
-        if (seen.dev == now.dev && seen.ino == now.ino && seen.size == now.size &&
-            seen.mtime.tv_sec == now.mtime.tv_sec && seen.mtime.tv_nsec == now.mtime.tv_nsec)
-          return reopen_fd(path_fd, flags, &*st);
-      }
-      return make_error(ESTALE, why);
-    };
-    DirContext parent_ctx;
-    auto placed = s.place(path_fd, &parent_ctx, &*st, hint);
-    if (!placed) return open_replaced(placed.error().message);
-    const DirContext* ctx = &parent_ctx;
-    if (!s.profile.is_volatile(placed->rel)) {
-      const bool always = s.options.verify == VerifyMode::always;
-      std::optional<EntryLocation> where;
-      std::string key;
-      if (ctx->entry) {
-        where = s.dir_entry_location(ctx->entry->fd.get(), ctx->entry->st, ctx->entry->rel);
-        key = ctx->entry_key(placed->name);
-      } else if (stat_at(placed->parent.get(), sidecar_name(placed->name))) {
-        where = s.file_entry_location(placed->parent.get(), placed->name, placed->st, ctx->rel);
-        key = placed->name;
-      }
-      if (where) {
-        auto v = s.entries.check(*where, VerifyDepth::cached);
-        const bool listed = v->manifest && v->manifest->files.count(key) != 0;
-        if (v->valid && listed) {
-          auto seen = v->file_stamps.find(key);
-          const bool changed = seen == v->file_stamps.end() || !(seen->second == Stamp::of(*st));
-          if (always)
-            v = s.entries.check(*where, VerifyDepth::fresh, ForceHash::only(key));
-          else if (changed)
-            v = s.entries.check(*where, VerifyDepth::fresh);
-        }
-        if (!v->valid && !s.in_progress(*st)) {
-          if (v->error) return make_error(v->error, placed->rel + ": " + v->reason);  // no verdict: say why
-          auto now = stat_at(placed->parent.get(), placed->name);
-          if (v->transient || !now || !same_object(*now, *st))
-            return open_replaced(placed->rel + ": replaced meanwhile");
-          if (ctx->entry) {
-            s.quarantine_entry_root(*ctx->entry, v->reason);
-          } else {
-            s.quarantine_object(placed->parent.get(), placed->name, placed->st, placed->rel, v->reason,
-                                {sidecar_name(placed->name)});
-          }
-          return make_error(ENOENT, placed->rel + ": " + v->reason);
-        }
-      }
-    }
-  }
+  // A read of a sealed file: check that it still is what was verified.
+  if (S_ISREG(st->st_mode) && (flags & O_ACCMODE) == O_RDONLY)
+    return open_for_reading(*impl_, path_fd, flags, *st, hint);
   return reopen_fd(path_fd, flags, &*st);
 }
 
 Result<bool> Store::in_volatile_area(int path_fd, PlaceHint hint) {
-  auto rel = impl_->rel_of(path_fd, hint);
+  auto rel = impl_->places.rel_of(path_fd, hint);
   if (!rel) return rel.error();
   return impl_->profile.is_volatile(*rel);
 }
 
-Result<Store::Created> Store::create(int dir_fd, std::string_view name, mode_t mode, int flags) {
-  Impl& s = *impl_;
-  if (Status ok = check_new_name(name); !ok) return ok.error();
-  auto ctx = s.context_of(dir_fd);
-  if (!ctx) return ctx.error();
-  auto j = s.clear_hidden(*ctx, dir_fd, name);
-  if (!j) return j.error();
-  const std::string n(name);
-  if (j->verdict == Verdict::visible) {
-    if ((flags & O_EXCL) != 0) return make_error(EEXIST, n + " exists");
-    if (S_ISDIR(j->st.st_mode)) return make_error(EISDIR, n + " is a directory");
-    int raw = ::openat(dir_fd, n.c_str(), (flags & ~(O_CREAT | O_EXCL)) | O_NOFOLLOW | O_CLOEXEC);
-    if (raw < 0) return errno_error("open " + ctx->child_rel(name));
-    UniqueFd fd(raw);
-    auto found = s.found_at(dir_fd, name, j->kind);
-    if (!found) return found.error();
-    return Created{std::move(*found), std::move(fd), false};
-  }
-  int raw = ::openat(dir_fd, n.c_str(), flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode);
-  if (raw < 0) return errno_error("create " + ctx->child_rel(name));
-  UniqueFd fd(raw);
-  const bool vol = s.profile.is_volatile(ctx->child_rel(name));
-  // Outside volatile areas the new file is in progress until its last close
-  // seals it (R4); the daemon registers it as open for writing.
-  auto found = s.found_at(dir_fd, name, vol ? ObjectKind::volatile_obj : ObjectKind::in_progress);
-  if (!found) return found.error();
-  return Created{std::move(*found), std::move(fd), true};
-}
-
-Result<Found> Store::mkdir(int dir_fd, std::string_view name, mode_t mode) {
-  Impl& s = *impl_;
-  if (Status ok = check_new_name(name); !ok) return ok.error();
-  auto ctx = s.context_of(dir_fd);
-  if (!ctx) return ctx.error();
-  auto j = s.clear_hidden(*ctx, dir_fd, name);
-  if (!j) return j.error();
-  if (j->verdict == Verdict::visible) return make_error(EEXIST, std::string(name) + " exists");
-  if (::mkdirat(dir_fd, std::string(name).c_str(), mode) != 0)
-    return errno_error("mkdir " + ctx->child_rel(name));
-  ObjectKind kind = s.profile.is_volatile(ctx->child_rel(name)) ? ObjectKind::volatile_obj
-                    : ctx->entry                                ? ObjectKind::dir_in_entry
-                                                                : ObjectKind::container;
-  return s.found_at(dir_fd, name, kind);
-}
-
-Result<Found> Store::symlink(int dir_fd, std::string_view name, std::string_view target) {
-  Impl& s = *impl_;
-  Impl::DeferredInvalidations held(s);
-  if (Status ok = check_new_name(name); !ok) return ok.error();
-  if (target.empty() || target.find('\0') != std::string_view::npos || target.size() >= PATH_MAX)
-    return make_error(EINVAL, "invalid symlink target");
-  auto ctx = s.context_of(dir_fd);
-  if (!ctx) return ctx.error();
-  auto j = s.clear_hidden(*ctx, dir_fd, name);
-  if (!j) return j.error();
-  if (j->verdict == Verdict::visible) return make_error(EEXIST, std::string(name) + " exists");
-  if (::symlinkat(std::string(target).c_str(), dir_fd, std::string(name).c_str()) != 0)
-    return errno_error("symlink " + ctx->child_rel(name));
-  if (s.profile.is_volatile(ctx->child_rel(name))) return s.found_at(dir_fd, name, ObjectKind::volatile_obj);
-  // Sealed at once (its content is its target), so that it is visible.
-  Status sealed = s.seal_at(*ctx, dir_fd, name, false);
-  if (!sealed) {
-    ::unlinkat(dir_fd, std::string(name).c_str(), 0);
-    // Inside a directory entry, a symlink the profile refuses (a hashed
-    // name, a target leaving the entry): symlink(2)'s EPERM, "this
-    // filesystem does not allow it here". In a container any symlink goes.
-    if (sealed.code() == EBADMSG) return make_error(EPERM, sealed.error().message);
-    return sealed.error();
-  }
-  return s.found_at(dir_fd, name, ctx->entry ? ObjectKind::file_in_entry : ObjectKind::sealed_file);
-}
-
-Result<Found> Store::mknod(int dir_fd, std::string_view name, mode_t mode, dev_t rdev) {
-  Impl& s = *impl_;
-  Impl::DeferredInvalidations held(s);
-  if (Status ok = check_new_name(name); !ok) return ok.error();
-  const mode_t type = mode & S_IFMT;
-  // R10: devices like FIFOs and sockets, created and shown, never sealed.
-  // Only a caller with CAP_MKNOD gets this far (the kernel checks it), and
-  // the mount is nodev, so they never act as devices through it.
-  const bool special = is_special_file(type);
-  if (type != 0 && type != S_IFREG && !special) return make_error(EINVAL, "unsupported file type");
-  auto ctx = s.context_of(dir_fd);
-  if (!ctx) return ctx.error();
-  auto j = s.clear_hidden(*ctx, dir_fd, name);
-  if (!j) return j.error();
-  if (j->verdict == Verdict::visible) return make_error(EEXIST, std::string(name) + " exists");
-  const bool vol = s.profile.is_volatile(ctx->child_rel(name));
-  if (special) {
-    if (::mknodat(dir_fd, std::string(name).c_str(), mode, rdev) != 0)
-      return errno_error("mknod " + ctx->child_rel(name));
-    return s.found_at(dir_fd, name, vol ? ObjectKind::volatile_obj : ObjectKind::special);
-  }
-  // A regular file by mknod is a create followed at once by its last close:
-  // empty, and sealed now so that it is visible.
-  int raw = ::openat(dir_fd, std::string(name).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                     mode & 07777);
-  if (raw < 0) return errno_error("mknod " + ctx->child_rel(name));
-  UniqueFd(raw).reset();
-  if (vol) return s.found_at(dir_fd, name, ObjectKind::volatile_obj);
-  Status sealed = s.seal_at(*ctx, dir_fd, name, false);
-  if (!sealed) return sealed.error();
-  return s.found_at(dir_fd, name, ctx->entry ? ObjectKind::file_in_entry : ObjectKind::sealed_file);
-}
-
-Status Store::unlink(int dir_fd, std::string_view name) {
-  Impl& s = *impl_;
-  Impl::DeferredInvalidations held(s);
-  auto target = s.visible_target(dir_fd, name);
-  if (!target) return target.error();
-  const DirContext* ctx = &target->ctx;
-  const Judgement* j = &target->judgement;
-  if (S_ISDIR(j->st.st_mode)) return make_error(EISDIR, std::string(name) + " is a directory");
-  const std::string n(name);
-  if (j->kind == ObjectKind::file_in_entry || (ctx->entry && j->kind == ObjectKind::in_progress)) {
-    // Inside an entry the manifest goes first: a crash in between leaves an
-    // unlisted (hidden) file in a valid entry, never a listed missing one.
-    if (Status edited = s.unlist(*ctx->entry, ctx->entry_key(name)); !edited) return edited;
-    if (s.crash_at("manifest_written")) return make_error(ECANCELED, "fault hook: manifest_written");
-  }
-  if (::unlinkat(dir_fd, n.c_str(), 0) != 0) return errno_error("unlink " + ctx->child_rel(name));
-  if (s.crash_at("unlinked")) return make_error(ECANCELED, "fault hook: unlinked");
-  if (!ctx->entry) {
-    // A file entry's sidecar after the file: between the two, a sidecar
-    // without its file shows nothing.
-    if (::unlinkat(dir_fd, sidecar_name(name).c_str(), 0) != 0 && errno != ENOENT)
-      return errno_error("unlink sidecar of " + ctx->child_rel(name));
-  }
-  s.entries.forget(j->st.st_dev, j->st.st_ino);
-  return {};
-}
-
-Status Store::rmdir(int dir_fd, std::string_view name) {
-  Impl& s = *impl_;
-  // Even a failed rmdir may have removed the directory's manifest (R5).
-  DirMoveGuard dir_moves(s.dir_contexts, true);
-  auto target = s.visible_target(dir_fd, name);
-  if (!target) return target.error();
-  const DirContext* ctx = &target->ctx;
-  const Judgement* j = &target->judgement;
-  if (!S_ISDIR(j->st.st_mode)) return make_error(ENOTDIR, std::string(name) + " is not a directory");
-  auto child = s.found_at(dir_fd, name, j->kind, &j->st);
-  if (!child) return child.error();
-  if (j->kind != ObjectKind::volatile_obj) {
-    // R5: leftovers that nobody can see (manifests, sidecars, foreign files,
-    // invalid entries) do not keep a directory alive. Anything visible does.
-    auto cctx = s.context_of(child->fd.get());
-    if (!cctx) return cctx.error();
-    auto children = read_dir(child->fd.get());
-    if (!children) return children.error();
-    std::vector<std::string> leftovers;
-    for (const auto& c : *children) {
-      if (!is_reserved_name(c.name)) {
-        auto cj = s.judge(*cctx, child->fd.get(), c.name, VerifyDepth::stat_only);
-        if (!cj) return cj.error();
-        if (cj->verdict == Verdict::visible)
-          return make_error(ENOTEMPTY, ctx->child_rel(name) + " is not empty");
-        if (cj->verdict == Verdict::absent) continue;
-      }
-      leftovers.push_back(c.name);
-    }
-    // Remove the manifest last: until then a crash leaves a valid (smaller) entry.
-    std::stable_partition(leftovers.begin(), leftovers.end(),
-                          [](const std::string& n) { return n != kDirManifest; });
-    for (const auto& l : leftovers) {
-      Status removed = remove_tree_at(child->fd.get(), l);
-      if (!removed) return removed;
-    }
-  }
-  if (::unlinkat(dir_fd, std::string(name).c_str(), AT_REMOVEDIR) != 0)
-    return errno_error("rmdir " + ctx->child_rel(name));
-  s.entries.forget(j->st.st_dev, j->st.st_ino);
-  return {};
+Result<Found> found_at(int dir_fd, std::string_view name, ObjectKind kind, const struct stat* expect) {
+  auto fd = open_beneath(dir_fd, name, O_PATH | O_NOFOLLOW);
+  if (!fd) return fd.error();
+  auto st = stat_fd(fd->get());
+  if (!st) return st.error();
+  if (expect && !same_object(*st, *expect)) return make_error(ENOENT, "replaced meanwhile");
+  Found f;
+  f.fd = std::move(*fd);
+  f.st = *st;
+  f.kind = kind;
+  return f;
 }
 
 }  // namespace sealfs

@@ -191,8 +191,12 @@ class Store {
   // to the root; empty = every foreign file and unsealed directory under the root.
   Result<std::vector<std::string>> adopt(const std::vector<std::string>& rel_paths);
 
- private:
+ public:
+  // The store's state (core/store/impl.hpp), named here so that the store's
+  // .cpp files can hand it to their helpers; nothing outside core/store sees it.
   struct Impl;
+
+ private:
   // Only Store::open_backing can make the tag, so only it constructs a Store (the
   // constructor is public for std::make_unique).
   struct OpenTag {

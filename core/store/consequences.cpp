@@ -1,0 +1,116 @@
+// What follows from a verdict (consequences.hpp).
+#include "core/store/consequences.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+
+#include "core/layout/names.hpp"
+#include "core/layout/paths.hpp"
+
+namespace sealfs {
+
+Result<Judgement> Consequences::judge_visible(const DirContext& ctx, int dir_fd, std::string_view name) {
+  auto j = judge_.judge_settled(ctx, dir_fd, name, VerifyDepth::cached);
+  if (!j) return j;
+  if (j->verdict == Verdict::absent) return make_error(ENOENT, std::string(name) + ": absent");
+  if (j->verdict != Verdict::visible) {
+    act_on_invalid(ctx, dir_fd, name, *j);
+    return make_error(ENOENT, std::string(name) + ": hidden");
+  }
+  return j;
+}
+
+void Consequences::act_on_invalid(const DirContext& ctx, int dir_fd, std::string_view name,
+                                  const Judgement& j) {
+  if (j.transient) return;  // it changed while judged: nothing to blame it for
+  if (j.verdict == Verdict::invalid_self)
+    quarantine_object(dir_fd, name, j.st, ctx.child_rel(name), j.reason, j.companions);
+  else if (j.verdict == Verdict::invalid_entry && ctx.entry)
+    quarantine_entry_root(*ctx.entry, j.reason);
+}
+
+Result<Judgement> Consequences::clear_hidden(const DirContext& ctx, int dir_fd, std::string_view name) {
+  auto j = judge_.judge_settled(ctx, dir_fd, name, VerifyDepth::cached);
+  if (!j) return j.error();
+  switch (j->verdict) {
+    case Verdict::absent:
+    case Verdict::visible:
+      return j;
+    case Verdict::invalid_entry:
+      act_on_invalid(ctx, dir_fd, name, *j);
+      return make_error(ENOENT, "the enclosing entry is invalid: " + j->reason);
+    case Verdict::invalid_self:
+    case Verdict::hidden: {
+      std::vector<std::string> companions = j->companions;
+      const std::string sidecar = sidecar_name(name);
+      if (!S_ISDIR(j->st.st_mode) && companions.empty() && !ctx.entry && stat_at(dir_fd, sidecar).ok())
+        companions.push_back(sidecar);
+      quarantine_object(dir_fd, name, j->st, ctx.child_rel(name),
+                        "R5: hidden object in the way: " + j->reason, std::move(companions));
+      auto again = judge_.judge(ctx, dir_fd, name, VerifyDepth::cached);
+      if (!again) return again.error();
+      if (again->verdict != Verdict::absent && again->verdict != Verdict::visible)
+        return make_error(EBUSY, "hidden object could not be moved out of the way");
+      return again;
+    }
+  }
+  return j;
+}
+
+void Consequences::quarantine_object(int parent_fd, std::string_view name, const struct stat& st,
+                                     std::string rel, std::string reason,
+                                     std::vector<std::string> companions) {
+  Quarantine::Request req;
+  req.parent_fd = parent_fd;
+  req.name = std::string(name);
+  req.dev = st.st_dev;
+  req.ino = st.st_ino;
+  req.rel = std::move(rel);
+  req.reason = std::move(reason);
+  req.companions = std::move(companions);
+  auto moved = quarantine_.move(req);
+  if (!moved) {
+    std::fprintf(stderr, "sealfs: cannot quarantine %s: %s\n", req.rel.c_str(),
+                 moved.error().message.c_str());
+    return;
+  }
+  if (!*moved) return;  // replaced meanwhile: not the object we judged
+  if (S_ISDIR(st.st_mode)) places_.contexts().moved();
+  entries_.forget(st.st_dev, st.st_ino);
+  invalidate(parent_fd, name, st);
+}
+
+void Consequences::quarantine_entry_root(const EntryRoot& entry, std::string reason) {
+  auto [parent_rel, name] = split_parent(entry.rel);
+  auto parent = open_beneath(root_fd_, parent_rel, O_PATH | O_DIRECTORY);
+  if (!parent) return;
+  quarantine_object(parent->get(), name, entry.st, entry.rel, std::move(reason));
+}
+
+void Consequences::invalidate(int parent_fd, std::string_view name, const struct stat& st) {
+  if (!on_invalidate_) return;
+  Invalidation inv;
+  if (auto pst = stat_fd(parent_fd)) {
+    inv.parent_dev = pst->st_dev;
+    inv.parent_ino = pst->st_ino;
+  }
+  inv.name = std::string(name);
+  inv.dev = st.st_dev;
+  inv.ino = st.st_ino;
+  if (auto* held = DeferredInvalidations::current; held != nullptr && &held->owner_ == this) {
+    held->held_.push_back(std::move(inv));
+    return;
+  }
+  on_invalidate_(inv);
+}
+
+Consequences::DeferredInvalidations::~DeferredInvalidations() {
+  if (!outer_) return;
+  current = nullptr;
+  for (const auto& inv : held_) owner_.on_invalidate_(inv);
+}
+
+}  // namespace sealfs

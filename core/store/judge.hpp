@@ -1,0 +1,82 @@
+// Visibility (R2, R3, R4, R7): what the rules make of one name in a
+// directory. The judge only reads (and may hash, as deep as asked): it never
+// quarantines, moves or invalidates anything. Acting on its verdicts is
+// consequences.hpp's job; lookup, list, open and every transaction ask it.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/base/result.hpp"
+#include "core/manifest/profile.hpp"
+#include "core/store/dir_context.hpp"
+#include "core/store/policy.hpp"
+#include "core/store/store.hpp"
+#include "core/verify/entry.hpp"
+#include "core/verify/verifier.hpp"
+
+namespace sealfs {
+
+enum class Verdict {
+  absent,         // no such name
+  visible,        // lookup shows it, as `kind`
+  hidden,         // foreign, unlisted, reserved, abandoned…
+  invalid_self,   // an entry that fails verification: quarantine it (and companions)
+  invalid_entry,  // the enclosing entry fails verification: quarantine that
+};
+
+struct Judgement {
+  Verdict verdict = Verdict::absent;
+  ObjectKind kind = ObjectKind::container;
+  struct stat st {};
+  std::string reason;                   // for hidden/invalid
+  std::vector<std::string> companions;  // a file entry's sidecar, moved with it
+  bool transient = false;               // invalid only because it changed while judged: judge again
+  // A file judged by a manifest (file_in_entry, sealed_file, or a file whose
+  // entry is invalid): where that manifest is (its fd borrowed from the
+  // context or directory judged in), the file's key in it, and the stamp its
+  // verdict saw for the file (none when it saw none). Store::open_file checks
+  // the opened file against these instead of judging twice.
+  std::optional<EntryLocation> where;
+  std::string key;
+  std::optional<Stamp> seen;
+
+  bool sealed_file() const {
+    return verdict == Verdict::visible &&
+           (kind == ObjectKind::sealed_file || kind == ObjectKind::file_in_entry);
+  }
+};
+
+class Judge {
+ public:
+  // All three must outlive the judge (they live in Store::Impl).
+  Judge(const Profile& profile, EntryVerifier& entries, const Policy& policy)
+      : profile_(profile), entries_(entries), policy_(policy) {}
+
+  // The verdict on ctx's directory dir_fd / name, verifying as deep as depth
+  // allows (EAGAIN when cached_only finds no fresh verdict). Errors that are
+  // no verdict (EMFILE, EIO…) come back as errors (R2).
+  Result<Judgement> judge(const DirContext& ctx, int dir_fd, std::string_view name, VerifyDepth depth) const;
+  // judge(), again while the answer is "invalid" only because the object
+  // changed while it was judged (a concurrent publish); bounded retries.
+  Result<Judgement> judge_settled(const DirContext& ctx, int dir_fd, std::string_view name,
+                                  VerifyDepth depth) const;
+
+ private:
+  Result<Judgement> judge_dir(const DirContext& ctx, int dir_fd, std::string_view name, Judgement j,
+                              VerifyDepth depth) const;
+  Result<Judgement> judge_in_entry(const DirContext& ctx, int dir_fd, std::string_view name, Judgement j,
+                                   VerifyDepth depth) const;
+  Result<Judgement> judge_file_entry(const DirContext& ctx, int dir_fd, std::string_view name, Judgement j,
+                                     VerifyDepth depth) const;
+
+  const Profile& profile_;
+  EntryVerifier& entries_;
+  const Policy& policy_;
+};
+
+}  // namespace sealfs

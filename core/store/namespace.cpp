@@ -1,0 +1,213 @@
+// Creation and removal (R5, R7, R10): create, mkdir, symlink, mknod,
+// unlink, rmdir. A hidden object under a new name is moved out of the way
+// first (R5); inside an entry the manifest changes before the name does.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+
+#include "core/store/impl.hpp"
+#include "core/store/publish.hpp"
+#include "core/store/store.hpp"
+
+namespace sealfs {
+namespace {
+
+// For unlink/rmdir: the name checked, its directory's context, and the
+// judgement of the visible object under it (ENOENT when hidden or absent).
+struct Target {
+  DirContext ctx;
+  Judgement judgement;
+};
+
+Result<Target> visible_target(Store::Impl& s, int dir_fd, std::string_view name) {
+  if (Status ok = check_name(name); !ok) return ok.error();
+  if (is_reserved_name(name)) return make_error(ENOENT, std::string(name) + ": hidden");
+  auto ctx = s.places.context_of(dir_fd);
+  if (!ctx) return ctx.error();
+  auto j = s.consequences.judge_visible(*ctx, dir_fd, name);
+  if (!j) return j.error();
+  return Target{std::move(*ctx), std::move(*j)};
+}
+
+}  // namespace
+
+Result<Store::Created> Store::create(int dir_fd, std::string_view name, mode_t mode, int flags) {
+  Impl& s = *impl_;
+  if (Status ok = check_new_name(name); !ok) return ok.error();
+  auto ctx = s.places.context_of(dir_fd);
+  if (!ctx) return ctx.error();
+  auto j = s.consequences.clear_hidden(*ctx, dir_fd, name);
+  if (!j) return j.error();
+  const std::string n(name);
+  if (j->verdict == Verdict::visible) {
+    if ((flags & O_EXCL) != 0) return make_error(EEXIST, n + " exists");
+    if (S_ISDIR(j->st.st_mode)) return make_error(EISDIR, n + " is a directory");
+    int raw = ::openat(dir_fd, n.c_str(), (flags & ~(O_CREAT | O_EXCL)) | O_NOFOLLOW | O_CLOEXEC);
+    if (raw < 0) return errno_error("open " + ctx->child_rel(name));
+    UniqueFd fd(raw);
+    auto found = found_at(dir_fd, name, j->kind);
+    if (!found) return found.error();
+    return Created{std::move(*found), std::move(fd), false};
+  }
+  int raw = ::openat(dir_fd, n.c_str(), flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (raw < 0) return errno_error("create " + ctx->child_rel(name));
+  UniqueFd fd(raw);
+  const bool vol = s.profile.is_volatile(ctx->child_rel(name));
+  // Outside volatile areas the new file is in progress until its last close
+  // seals it (R4); the daemon registers it as open for writing.
+  auto found = found_at(dir_fd, name, vol ? ObjectKind::volatile_obj : ObjectKind::in_progress);
+  if (!found) return found.error();
+  return Created{std::move(*found), std::move(fd), true};
+}
+
+Result<Found> Store::mkdir(int dir_fd, std::string_view name, mode_t mode) {
+  Impl& s = *impl_;
+  if (Status ok = check_new_name(name); !ok) return ok.error();
+  auto ctx = s.places.context_of(dir_fd);
+  if (!ctx) return ctx.error();
+  auto j = s.consequences.clear_hidden(*ctx, dir_fd, name);
+  if (!j) return j.error();
+  if (j->verdict == Verdict::visible) return make_error(EEXIST, std::string(name) + " exists");
+  if (::mkdirat(dir_fd, std::string(name).c_str(), mode) != 0)
+    return errno_error("mkdir " + ctx->child_rel(name));
+  ObjectKind kind = s.profile.is_volatile(ctx->child_rel(name)) ? ObjectKind::volatile_obj
+                    : ctx->entry                                ? ObjectKind::dir_in_entry
+                                                                : ObjectKind::container;
+  return found_at(dir_fd, name, kind);
+}
+
+Result<Found> Store::symlink(int dir_fd, std::string_view name, std::string_view target) {
+  Impl& s = *impl_;
+  DeferredInvalidations held(s.consequences);
+  if (Status ok = check_new_name(name); !ok) return ok.error();
+  if (target.empty() || target.find('\0') != std::string_view::npos || target.size() >= PATH_MAX)
+    return make_error(EINVAL, "invalid symlink target");
+  auto ctx = s.places.context_of(dir_fd);
+  if (!ctx) return ctx.error();
+  auto j = s.consequences.clear_hidden(*ctx, dir_fd, name);
+  if (!j) return j.error();
+  if (j->verdict == Verdict::visible) return make_error(EEXIST, std::string(name) + " exists");
+  if (::symlinkat(std::string(target).c_str(), dir_fd, std::string(name).c_str()) != 0)
+    return errno_error("symlink " + ctx->child_rel(name));
+  if (s.profile.is_volatile(ctx->child_rel(name))) return found_at(dir_fd, name, ObjectKind::volatile_obj);
+  // Sealed at once (its content is its target), so that it is visible.
+  Status sealed = s.records.seal_at(*ctx, dir_fd, name, false);
+  if (!sealed) {
+    ::unlinkat(dir_fd, std::string(name).c_str(), 0);
+    // Inside a directory entry, a symlink the profile refuses (a hashed
+    // name, a target leaving the entry): symlink(2)'s EPERM, "this
+    // filesystem does not allow it here". In a container any symlink goes.
+    if (sealed.code() == EBADMSG) return make_error(EPERM, sealed.error().message);
+    return sealed.error();
+  }
+  return found_at(dir_fd, name, ctx->entry ? ObjectKind::file_in_entry : ObjectKind::sealed_file);
+}
+
+Result<Found> Store::mknod(int dir_fd, std::string_view name, mode_t mode, dev_t rdev) {
+  Impl& s = *impl_;
+  DeferredInvalidations held(s.consequences);
+  if (Status ok = check_new_name(name); !ok) return ok.error();
+  const mode_t type = mode & S_IFMT;
+  // R10: devices like FIFOs and sockets, created and shown, never sealed.
+  // Only a caller with CAP_MKNOD gets this far (the kernel checks it), and
+  // the mount is nodev, so they never act as devices through it.
+  const bool special = is_special_file(type);
+  if (type != 0 && type != S_IFREG && !special) return make_error(EINVAL, "unsupported file type");
+  auto ctx = s.places.context_of(dir_fd);
+  if (!ctx) return ctx.error();
+  auto j = s.consequences.clear_hidden(*ctx, dir_fd, name);
+  if (!j) return j.error();
+  if (j->verdict == Verdict::visible) return make_error(EEXIST, std::string(name) + " exists");
+  const bool vol = s.profile.is_volatile(ctx->child_rel(name));
+  if (special) {
+    if (::mknodat(dir_fd, std::string(name).c_str(), mode, rdev) != 0)
+      return errno_error("mknod " + ctx->child_rel(name));
+    return found_at(dir_fd, name, vol ? ObjectKind::volatile_obj : ObjectKind::special);
+  }
+  // A regular file by mknod is a create followed at once by its last close:
+  // empty, and sealed now so that it is visible.
+  int raw = ::openat(dir_fd, std::string(name).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                     mode & 07777);
+  if (raw < 0) return errno_error("mknod " + ctx->child_rel(name));
+  UniqueFd(raw).reset();
+  if (vol) return found_at(dir_fd, name, ObjectKind::volatile_obj);
+  Status sealed = s.records.seal_at(*ctx, dir_fd, name, false);
+  if (!sealed) return sealed.error();
+  return found_at(dir_fd, name, ctx->entry ? ObjectKind::file_in_entry : ObjectKind::sealed_file);
+}
+
+Status Store::unlink(int dir_fd, std::string_view name) {
+  Impl& s = *impl_;
+  DeferredInvalidations held(s.consequences);
+  auto target = visible_target(s, dir_fd, name);
+  if (!target) return target.error();
+  const DirContext* ctx = &target->ctx;
+  const Judgement* j = &target->judgement;
+  if (S_ISDIR(j->st.st_mode)) return make_error(EISDIR, std::string(name) + " is a directory");
+  const std::string n(name);
+  if (j->kind == ObjectKind::file_in_entry || (ctx->entry && j->kind == ObjectKind::in_progress)) {
+    // Inside an entry the manifest goes first: a crash in between leaves an
+    // unlisted (hidden) file in a valid entry, never a listed missing one.
+    if (Status edited = s.records.unlist(*ctx->entry, ctx->entry_key(name)); !edited) return edited;
+    if (auto crash = s.policy.step(publish_steps::kManifestWritten)) return *crash;
+  }
+  if (::unlinkat(dir_fd, n.c_str(), 0) != 0) return errno_error("unlink " + ctx->child_rel(name));
+  if (auto crash = s.policy.step(publish_steps::kUnlinked)) return *crash;
+  if (!ctx->entry) {
+    // A file entry's sidecar after the file: between the two, a sidecar
+    // without its file shows nothing.
+    if (::unlinkat(dir_fd, sidecar_name(name).c_str(), 0) != 0 && errno != ENOENT)
+      return errno_error("unlink sidecar of " + ctx->child_rel(name));
+  }
+  s.entries.forget(j->st.st_dev, j->st.st_ino);
+  return {};
+}
+
+Status Store::rmdir(int dir_fd, std::string_view name) {
+  Impl& s = *impl_;
+  // Even a failed rmdir may have removed the directory's manifest (R5).
+  DirMoveGuard dir_moves(s.places.contexts(), true);
+  auto target = visible_target(s, dir_fd, name);
+  if (!target) return target.error();
+  const DirContext* ctx = &target->ctx;
+  const Judgement* j = &target->judgement;
+  if (!S_ISDIR(j->st.st_mode)) return make_error(ENOTDIR, std::string(name) + " is not a directory");
+  auto child = found_at(dir_fd, name, j->kind, &j->st);
+  if (!child) return child.error();
+  if (j->kind != ObjectKind::volatile_obj) {
+    // R5: leftovers that nobody can see (manifests, sidecars, foreign files,
+    // invalid entries) do not keep a directory alive. Anything visible does.
+    auto cctx = s.places.context_of(child->fd.get());
+    if (!cctx) return cctx.error();
+    auto children = read_dir(child->fd.get());
+    if (!children) return children.error();
+    std::vector<std::string> leftovers;
+    for (const auto& c : *children) {
+      if (!is_reserved_name(c.name)) {
+        auto cj = s.judge.judge(*cctx, child->fd.get(), c.name, VerifyDepth::stat_only);
+        if (!cj) return cj.error();
+        if (cj->verdict == Verdict::visible)
+          return make_error(ENOTEMPTY, ctx->child_rel(name) + " is not empty");
+        if (cj->verdict == Verdict::absent) continue;
+      }
+      leftovers.push_back(c.name);
+    }
+    // Remove the manifest last: until then a crash leaves a valid (smaller) entry.
+    std::stable_partition(leftovers.begin(), leftovers.end(),
+                          [](const std::string& n) { return n != kDirManifest; });
+    for (const auto& l : leftovers) {
+      Status removed = remove_tree_at(child->fd.get(), l);
+      if (!removed) return removed;
+    }
+  }
+  if (::unlinkat(dir_fd, std::string(name).c_str(), AT_REMOVEDIR) != 0)
+    return errno_error("rmdir " + ctx->child_rel(name));
+  s.entries.forget(j->st.st_dev, j->st.st_ino);
+  return {};
+}
+
+}  // namespace sealfs

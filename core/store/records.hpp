@@ -1,0 +1,106 @@
+// Records and manifest edits shared by publish, seal and the creation calls:
+// what a file's record is (fsync, validators, digest), and read-modify-write
+// of a manifest under its stripe lock.
+//
+// Manifest locks: one of 64 stripes per directory holding a manifest (entry
+// dir for a dir manifest, parent for sidecars), held for each
+// read-modify-write of that manifest, so concurrent amends, seals and unlinks
+// never lose each other's updates. Digests are computed before taking it.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/base/metrics.hpp"
+#include "core/base/result.hpp"
+#include "core/manifest/manifest.hpp"
+#include "core/manifest/profile.hpp"
+#include "core/store/dir_context.hpp"
+#include "core/store/policy.hpp"
+#include "core/store/store.hpp"
+#include "core/verify/verifier.hpp"
+
+namespace sealfs {
+
+// How make_record records a file.
+struct RecordOptions {
+  bool sync_data = false;
+  bool validate = false;
+  std::string profile_rel;  // decides size-only and validators
+  std::string key;          // manifest key, for validator records
+  // A record in a directory entry's manifest: a symlink must stay inside
+  // the entry and may not stand under a name the profile hashes (what it
+  // leads to is never verified). A file entry of its own (a sidecar in a
+  // container) records any symlink as it is, like a FIFO (R10), unless a
+  // validator guards its name (an artefact such as tilelang's *.so).
+  bool in_dir_entry = true;
+};
+
+class Records {
+ public:
+  // All of them must outlive this object (they live in Store::Impl).
+  Records(const Profile& profile, const ValidatorRegistry& validators, const Policy& policy, Metrics& metrics,
+          Verifier& verifier)
+      : profile_(profile), validators_(validators), policy_(policy), metrics_(metrics), verifier_(verifier) {}
+
+  // The stripe lock of the manifest(s) held by the directory `holder`.
+  static std::mutex& manifest_lock(const struct stat& holder);
+
+  // The record of dir_fd/name as it is now: optionally fsync'ed and run
+  // through the profile's validators for profile_rel (EBADMSG on rejection;
+  // validator records are added to *extras as extra[validator][key]).
+  Result<FileRecord> make_record(int dir_fd, std::string_view name, const RecordOptions& how,
+                                 Manifest* extras) const;
+  // Records for every regular file and symlink under the directory src_fd,
+  // keyed key_prefix/<path>, with profile decisions made for dst_rel/<path>:
+  // data fsync'ed first (durability), validators run, digests taken.
+  // Crash points: files_synced, validated.
+  Result<Manifest> records_for_tree(int src_fd, const std::string& key_prefix,
+                                    const std::string& dst_rel) const;
+
+  // Read-modify-write of base_fd/manifest_name under its stripe lock, written
+  // atomically (fsync per durability). A missing manifest starts empty when
+  // create is set, else ENOENT. holder: stat of base_fd.
+  Status edit_manifest(int base_fd, const struct stat& holder, std::string_view manifest_name,
+                       const std::function<Status(Manifest&)>& edit, bool create) const;
+  // The entry's manifest without key (and without anything below it).
+  Status unlist(const EntryRoot& entry, std::string_view key) const;
+  // The entry's manifest with key recorded as rec (replacing what was there)
+  // and extras' validator sections merged in.
+  Status list_record(const EntryRoot& entry, std::string_view key, const FileRecord& rec,
+                     const Manifest& extras) const;
+  // Writes the sidecar of dir_fd/name recording `record` (and `accept`).
+  // source: the file about to take that name (a publish writes the sidecar
+  // first), counted with whatever the name holds now for the sidecar's access.
+  Status write_sidecar(int dir_fd, std::string_view name, const FileRecord& record,
+                       const std::optional<FileRecord>& accept, const Manifest* extras,
+                       const struct stat* source = nullptr) const;
+
+  // Shared by seal(), mknod() and symlink(): records dir_fd/name (regular file
+  // or symlink) where it now lies (amend the entry or write the sidecar).
+  // Crash points: digested, manifest_written (seal_steps).
+  Status seal_at(const DirContext& ctx, int dir_fd, std::string_view name, bool sync_data) const;
+
+ private:
+  Result<FileRecord> symlink_record(int dir_fd, std::string_view name, const RecordOptions& how) const;
+  // The profile's validators for how.profile_rel, run on the open file fd.
+  Status validate(int fd, const RecordOptions& how, Manifest* extras) const;
+
+  const Profile& profile_;
+  const ValidatorRegistry& validators_;
+  const Policy& policy_;
+  Metrics& metrics_;
+  Verifier& verifier_;
+};
+
+// Adds every section of `from.extra` into `into.extra`, entry by entry.
+void merge_extras(Manifest& into, const Manifest& from);
+// Drops the records of `key` (and of everything below it) from a manifest.
+void drop_records(Manifest& m, std::string_view key);
+
+}  // namespace sealfs
