@@ -179,6 +179,27 @@ class StoreFixture : public ::testing::Test {
   }
 };
 
+// The store's own unit tests (tests/unit/store/store*_test.cpp): a
+// StoreFixture that can publish an entry and count quarantine slots.
+class StoreTest : public StoreFixture {
+ public:
+  // Publishes tmp/<name> with files into c/<name> (c made as a container).
+  void publish_entry(const std::string& name, const std::map<std::string, std::string>& files) {
+    if (!exists_nofollow(B("c"))) {
+      UniqueFd root = dir("");
+      ASSERT_TRUE(store().mkdir(root.get(), "c", 0755).ok());
+    }
+    stage("tmp/" + name, files);
+    Status s = rename("tmp/" + name, "c/" + name);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+  }
+  std::size_t quarantine_slots() {
+    auto d = dir(".sealfs/quarantine");
+    auto names = read_dir(d.get());
+    return names ? names->size() : 0;
+  }
+};
+
 inline std::string slurp(const std::string& path) { return read_file(path).value_or("<unreadable>"); }
 
 }  // namespace sealfs::test
