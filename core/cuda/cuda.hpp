@@ -10,7 +10,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <ostream>
 #include <span>
 #include <string>
 #include <string_view>
@@ -80,11 +79,5 @@ Result<CudaFileCheck> check_cuda_file(int fd, CudaMode mode, std::string_view na
 // The "cuda" validator at the given mode (anything unknown acts as
 // "structural"; parse the mount option with parse_cuda_mode first).
 ValidatorFn make_cuda_validator(std::string_view mode);
-
-// `sealfs cuda-check FILE…`: one line per file on out, problems on err.
-// Exit code: 0 all sound (a library without CUDA images is sound), 1 any
-// broken, 2 usage errors (bad mode, no files, a file that cannot be read).
-int run_cuda_check(const std::vector<std::string>& files, std::string_view mode, std::ostream& out,
-                   std::ostream& err);
 
 }  // namespace sealfs

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -190,6 +191,60 @@ class Store {
   // Seal foreign content deliberately (trust on first use). rel paths relative
   // to the root; empty = every foreign file and unsealed directory under the root.
   Result<std::vector<std::string>> adopt(const std::vector<std::string>& rel_paths);
+
+  // ---- Attributes, links, extended attributes, space (attributes.cpp) ------
+  // What the adapter needs besides the rules above, so that fs/ makes no
+  // system call on B itself (fs/README.md). Mode, owner and times are not
+  // sealed (R10): they go to the backing object as they are. path_fd: the
+  // object's O_PATH fd; handle_fd: a descriptor opened by open_file or
+  // create, or -1 (a handle reaches what an O_PATH fd cannot).
+
+  // fstat of path_fd (or of a handle).
+  Result<struct stat> attributes(int path_fd) const;
+  // The object under name in dir_fd as it is now (no-follow), judged by no rule.
+  Result<struct stat> attributes_at(int dir_fd, std::string_view name) const;
+  // EOPNOTSUPP on a symlink, as lchmod(2) on Linux.
+  Status change_mode(int path_fd, mode_t mode, int handle_fd = -1);
+  // uid or gid -1: left as it is.
+  Status change_owner(int path_fd, uid_t uid, gid_t gid);
+  // times as utimensat(2) takes them (UTIME_NOW, UTIME_OMIT).
+  Status change_times(int path_fd, const struct timespec (&times)[2], int handle_fd = -1);
+  // ftruncate of a write handle: the file is in progress, its last close seals it.
+  Status truncate_handle(int handle_fd, off_t size);
+  Status allocate(int handle_fd, int mode, off_t offset, off_t length);
+  Result<off_t> seek(int handle_fd, off_t offset, int whence);
+  // Asked for by the caller, so done whatever the durability option says.
+  Status sync_handle(int handle_fd, bool data_only);
+  Status sync_directory(int path_fd, bool data_only);
+  // ENAMETOOLONG for a target of PATH_MAX bytes or more.
+  Result<std::string> read_link(int path_fd) const;
+  Result<struct statvfs> space() const;
+  // An object just made in parent_fd through the mount, owned by the
+  // daemon, handed to its caller (R10): chown to uid and gid (a setgid parent
+  // keeps the group the backing filesystem chose, as a native filesystem
+  // would), then the setuid/setgid bits of `wanted` that chown cleared are
+  // set again. found.st is refreshed. Every step is tried; the first failure
+  // is returned.
+  Status give_to(Found& found, int parent_fd, uid_t uid, gid_t gid, mode_t wanted);
+
+  // R4: which kinds an open for writing tracks (regular files outside
+  // volatile areas; FIFOs and sockets are never sealed).
+  static bool tracked_kind(ObjectKind kind);
+  // tracked_kind for a write open of an object looked up earlier as
+  // last_kind, decided by where the file is now: the kernel keeps a name
+  // across a rename for its cache timeout, so a file moved from tmp/ into an
+  // entry may still say volatile.
+  bool writes_tracked(int path_fd, ObjectKind last_kind, PlaceHint hint = {});
+
+  // Extended attributes. "user.sealfs*" is sealfs's own: never set or
+  // removed through the mount (EPERM), never listed, absent (ENODATA) except
+  // kStatusXattr on the root, which holds metrics().to_json().
+  static constexpr const char* kStatusXattr = "user.sealfs.status";
+  Result<std::string> get_xattr(int path_fd, std::string_view name);
+  // The names, each followed by '\0', reserved ones left out.
+  Result<std::string> list_xattrs(int path_fd) const;
+  Status set_xattr(int path_fd, std::string_view name, std::string_view value, int flags);
+  Status remove_xattr(int path_fd, std::string_view name);
 
  public:
   // The store's state (core/store/impl.hpp), named here so that the store's

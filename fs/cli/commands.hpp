@@ -1,18 +1,19 @@
-// The `sealfs` subcommands other than mount. Each returns the process exit
+// The `sealfs` subcommands other than mount, one file each (fsck.cpp,
+// adopt.cpp, status.cpp, cuda_check.cpp). Each returns the process exit
 // status and writes results to out, problems (one line each) to err.
 #pragma once
 
+#include <memory>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/base/result.hpp"
+#include "core/store/store.hpp"
 #include "fs/cli/options.hpp"
 
-namespace sealfs::fs {
-
-// The name of the extended attribute on a mount's root that holds the
-// daemon's live counters (Metrics::to_json()).
-inline constexpr const char* kStatusXattrName = "user.sealfs.status";
+namespace sealfs::cli {
 
 // `sealfs status MOUNTPOINT`: the live counters of a running mount.
 int run_status(const std::string& mountpoint, std::ostream& out, std::ostream& err);
@@ -20,10 +21,20 @@ int run_status(const std::string& mountpoint, std::ostream& out, std::ostream& e
 // `sealfs fsck [--repair] BACKING`: 0 all entries valid, 1 invalid entries
 // were found and quarantined (--repair), 4 invalid entries left in place,
 // 8 the check itself failed.
-int run_fsck(const MountOptions& options, bool repair, std::ostream& out, std::ostream& err);
+int run_fsck(const BackingOptions& options, bool repair, std::ostream& out, std::ostream& err);
 
 // `sealfs adopt BACKING [PATH…]`: seal foreign content deliberately.
-int run_adopt(const MountOptions& options, const std::vector<std::string>& paths, std::ostream& out,
+int run_adopt(const BackingOptions& options, const std::vector<std::string>& paths, std::ostream& out,
               std::ostream& err);
 
-}  // namespace sealfs::fs
+// `sealfs cuda-check FILE…`: one line per file on out, problems on err.
+// Exit code: 0 all sound (a library without CUDA images is sound), 1 any
+// broken, 2 usage errors (bad mode, no files, a file that cannot be read).
+int run_cuda_check(const std::vector<std::string>& files, std::string_view mode, std::ostream& out,
+                   std::ostream& err);
+
+// The store opened on B without a mount, for fsck and adopt (offline.cpp);
+// problems are written to err.
+Result<std::unique_ptr<Store>> open_offline_store(const BackingOptions& options, std::ostream& err);
+
+}  // namespace sealfs::cli

@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/cuda/cuda.hpp"
+#include "core/verify/validator.hpp"
 
-namespace sealfs::fs {
+namespace sealfs::cli {
 namespace {
 
 // Options libfuse (fuse_session_new / fuse_session_mount) understands, with
@@ -63,77 +66,95 @@ Result<unsigned> parse_count(std::string_view key, std::string_view value) {
   return n;
 }
 
-Status apply_one(std::string_view opt, MountOptions& o) {
-  const auto eq = opt.find('=');
-  const std::string_view key = opt.substr(0, eq);
-  const bool has_value = eq != std::string_view::npos;
-  const std::string_view value = has_value ? opt.substr(eq + 1) : std::string_view{};
-  auto need_value = [&]() -> Status {
+// One option as key, and value when has_value.
+struct Option {
+  std::string_view text;  // as given
+  std::string_view key;
+  std::string_view value;
+  bool has_value = false;
+  Status need_value() const {
     if (!has_value || value.empty())
       return make_error(EINVAL, "option " + std::string(key) + " needs a value");
     return {};
-  };
+  }
+};
 
-  if (key == "profile") {
-    if (auto s = need_value(); !s) return s;
-    o.profile = std::string(value);
-  } else if (key == "verify") {
-    if (value == "changed")
-      o.verify = VerifyMode::changed;
-    else if (value == "always")
-      o.verify = VerifyMode::always;
-    else
-      return make_error(EINVAL, "verify must be 'changed' or 'always', not '" + std::string(value) + "'");
-  } else if (key == "durability") {
-    if (value == "fsync")
-      o.durability = Durability::fsync;
-    else if (value == "none")
-      o.durability = Durability::none;
-    else
-      return make_error(EINVAL, "durability must be 'fsync' or 'none', not '" + std::string(value) + "'");
-  } else if (key == "cache_timeout") {
-    if (auto s = need_value(); !s) return s;
-    auto seconds = parse_seconds(value);
+// sealfs's own options (BackingOptions); nothing when opt is not one of them.
+std::optional<Status> apply_backing_option(const Option& opt, BackingOptions& o) {
+  const std::string value(opt.value);
+  if (opt.key == "profile") {
+    if (auto s = opt.need_value(); !s) return s;
+    o.profile = value;
+  } else if (opt.key == "verify") {
+    if (value != "changed" && value != "always")
+      return make_error(EINVAL, "verify must be 'changed' or 'always', not '" + value + "'");
+    o.verify = value == "always" ? VerifyMode::always : VerifyMode::changed;
+  } else if (opt.key == "durability") {
+    if (value != "fsync" && value != "none")
+      return make_error(EINVAL, "durability must be 'fsync' or 'none', not '" + value + "'");
+    o.durability = value == "none" ? Durability::none : Durability::fsync;
+  } else if (opt.key == "cache_timeout") {
+    if (auto s = opt.need_value(); !s) return s;
+    auto seconds = parse_seconds(opt.value);
     if (!seconds) return seconds.error();
     o.cache_timeout = *seconds;
-  } else if (key == "cuda_validate") {
-    if (auto mode = parse_cuda_mode(value); !mode)
-      return make_error(EINVAL,
-                        "cuda_validate must be off, structural or driver, not '" + std::string(value) + "'");
-    o.cuda_validate = std::string(value);
-  } else if (!has_value && contains(kIgnored, key)) {
-    // fstab noise, see kIgnored.
-  } else if (key.starts_with("x-") || key.starts_with("comment=")) {
-    // util-linux userspace-only options (x-systemd.*, comment=…), never meant for us.
-  } else if (!has_value && contains(kAtimeIgnored, key)) {
-    // see kAtimeIgnored
-  } else if (!has_value && contains(kConnFlags, key)) {
+  } else if (opt.key == "cuda_validate") {
+    if (auto mode = parse_cuda_mode(opt.value); !mode)
+      return make_error(EINVAL, "cuda_validate must be off, structural or driver, not '" + value + "'");
+    o.cuda_validate = value;
+  } else {
+    return std::nullopt;
+  }
+  return Status{};
+}
+
+// Accepted and ignored: fstab noise (kIgnored), access-time variants
+// (kAtimeIgnored) and util-linux userspace-only options (x-systemd.*,
+// comment=…), never meant for us.
+bool ignored(const Option& opt) {
+  return (!opt.has_value && (contains(kIgnored, opt.key) || contains(kAtimeIgnored, opt.key))) ||
+         opt.key.starts_with("x-") || opt.key.starts_with("comment=");
+}
+
+// FUSE's options and the connection's.
+Status apply_mount_option(const Option& opt, MountOptions& o) {
+  const std::string_view key = opt.key;
+  if (ignored(opt)) return {};
+  if (!opt.has_value && contains(kConnFlags, key)) {
     o.conn_options.emplace_back(key);
   } else if (key == "readdirplus") {
-    if (value != "yes" && value != "no" && value != "auto")
-      return make_error(EINVAL, "readdirplus must be yes, no or auto, not '" + std::string(value) + "'");
-    o.conn_options.emplace_back(opt);
-  } else if (has_value && contains(kConnValued, key)) {
-    if (auto n = parse_count(key, value); !n) return n.error();
-    o.conn_options.emplace_back(opt);
-  } else if (!has_value && contains(kFuseFlags, key)) {
+    if (opt.value != "yes" && opt.value != "no" && opt.value != "auto")
+      return make_error(EINVAL, "readdirplus must be yes, no or auto, not '" + std::string(opt.value) + "'");
+    o.conn_options.emplace_back(opt.text);
+  } else if (opt.has_value && contains(kConnValued, key)) {
+    if (auto n = parse_count(key, opt.value); !n) return n.error();
+    o.conn_options.emplace_back(opt.text);
+  } else if (!opt.has_value && contains(kFuseFlags, key)) {
     if (key == "allow_other") o.allow_other = true;
     if (key == "debug")
       o.debug = true;
     else
       o.fuse_options.emplace_back(key);
-  } else if (has_value && contains(kFuseValued, key)) {
-    if (auto s = need_value(); !s) return s;
+  } else if (opt.has_value && contains(kFuseValued, key)) {
+    if (auto s = opt.need_value(); !s) return s;
     if (key == "max_read") {
-      auto n = parse_count(key, value);
+      auto n = parse_count(key, opt.value);
       if (!n) return n.error();
       o.max_read = *n;
     }
-    o.fuse_options.emplace_back(opt);
+    o.fuse_options.emplace_back(opt.text);
   } else {
-    return make_error(EINVAL, "unknown option '" + std::string(opt) + "'");
+    return make_error(EINVAL, "unknown option '" + std::string(opt.text) + "'");
   }
   return {};
+}
+
+Status apply_one(std::string_view text, MountOptions& o) {
+  const auto eq = text.find('=');
+  const bool has_value = eq != std::string_view::npos;
+  const Option opt{text, text.substr(0, eq), has_value ? text.substr(eq + 1) : std::string_view{}, has_value};
+  if (auto applied = apply_backing_option(opt, o)) return *applied;
+  return apply_mount_option(opt, o);
 }
 
 // libfuse splits -o lists at ',' and honours '\' as an escape.
@@ -177,4 +198,14 @@ std::string fuse_option_string(const MountOptions& options) {
   return out;
 }
 
-}  // namespace sealfs::fs
+StoreOptions store_options(const BackingOptions& options) {
+  StoreOptions out;
+  out.durability = options.durability;
+  out.verify = options.verify;
+  out.verdict_ttl = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(options.cache_timeout));
+  out.validators = default_validators(options.cuda_validate);
+  return out;
+}
+
+}  // namespace sealfs::cli

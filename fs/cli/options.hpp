@@ -10,19 +10,24 @@
 #include "core/base/result.hpp"
 #include "core/store/store.hpp"
 
-namespace sealfs::fs {
+namespace sealfs::cli {
 
-struct MountOptions {
+// What every command that opens B needs: where it is and how the store
+// treats it. The offline commands (fsck, adopt) take only this.
+struct BackingOptions {
   std::string backing;
-  std::string mountpoint;
-  bool foreground = false;
-  bool debug = false;
-
   std::string profile = "generic";  // built-in name or path to a JSON profile
   VerifyMode verify = VerifyMode::changed;
   Durability durability = Durability::fsync;
   double cache_timeout = 1.0;  // seconds; kernel entry/attr timeouts and verdict TTL
   std::string cuda_validate = "structural";
+};
+
+// The mount command's: B's, plus where and how to mount.
+struct MountOptions : BackingOptions {
+  std::string mountpoint;
+  bool foreground = false;
+  bool debug = false;
   bool allow_other = false;
 
   // Options handed to libfuse as one "-o" list (always with
@@ -41,4 +46,8 @@ Status apply_option_list(std::string_view list, MountOptions& options);
 // default_permissions and an fsname/subtype when none was given.
 std::string fuse_option_string(const MountOptions& options);
 
-}  // namespace sealfs::fs
+// The one place options become StoreOptions (the mount and the offline
+// commands); the caller adds what is its own (hooks, verify=always).
+StoreOptions store_options(const BackingOptions& options);
+
+}  // namespace sealfs::cli

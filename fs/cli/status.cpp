@@ -8,19 +8,19 @@
 
 #include "fs/cli/commands.hpp"
 
-namespace sealfs::fs {
+namespace sealfs::cli {
 
 int run_status(const std::string& mountpoint, std::ostream& out, std::ostream& err) {
   std::string value(4096, '\0');
   for (int attempt = 0; attempt < 4; ++attempt) {  // the counters may grow between calls
-    const ssize_t n = ::getxattr(mountpoint.c_str(), kStatusXattrName, value.data(), value.size());
+    const ssize_t n = ::getxattr(mountpoint.c_str(), Store::kStatusXattr, value.data(), value.size());
     if (n >= 0) {
       value.resize(static_cast<size_t>(n));
       out << value << "\n";
       return 0;
     }
     if (errno == ERANGE) {
-      const ssize_t want = ::getxattr(mountpoint.c_str(), kStatusXattrName, nullptr, 0);
+      const ssize_t want = ::getxattr(mountpoint.c_str(), Store::kStatusXattr, nullptr, 0);
       if (want < 0) break;
       value.assign(static_cast<size_t>(want) + 64, '\0');
       continue;
@@ -35,4 +35,4 @@ int run_status(const std::string& mountpoint, std::ostream& out, std::ostream& e
   return 1;
 }
 
-}  // namespace sealfs::fs
+}  // namespace sealfs::cli

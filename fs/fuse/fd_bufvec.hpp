@@ -8,7 +8,7 @@
 
 #include <cstddef>
 
-namespace sealfs::fs {
+namespace sealfs::fuse {
 
 inline fuse_bufvec fd_bufvec(std::size_t size, int fd, off_t off) {
   fuse_bufvec v{};
@@ -20,4 +20,4 @@ inline fuse_bufvec fd_bufvec(std::size_t size, int fd, off_t off) {
   return v;
 }
 
-}  // namespace sealfs::fs
+}  // namespace sealfs::fuse

@@ -21,7 +21,7 @@
 #include "fs/fuse/invalidator.hpp"
 #include "fs/fuse/writer_tracking.hpp"
 
-namespace sealfs::fs {
+namespace sealfs::fuse {
 
 struct FileHandle {
   UniqueFd fd;
@@ -98,4 +98,4 @@ struct Filesystem {
 // The operations table; userdata passed to fuse_session_new must be a Filesystem*.
 const fuse_lowlevel_ops& operations();
 
-}  // namespace sealfs::fs
+}  // namespace sealfs::fuse

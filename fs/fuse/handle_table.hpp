@@ -22,7 +22,7 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
-namespace sealfs::fs {
+namespace sealfs::fuse {
 
 template <class T>
 class HandleTable {
@@ -86,4 +86,4 @@ class HandleTable {
   std::uint64_t next_id_ = 1;
 };
 
-}  // namespace sealfs::fs
+}  // namespace sealfs::fuse

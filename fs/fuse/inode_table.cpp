@@ -1,6 +1,6 @@
 #include "fs/fuse/inode_table.hpp"
 
-namespace sealfs::fs {
+namespace sealfs::fuse {
 
 void InodeTable::set_root(Found root) {
   std::lock_guard lock(mu_);
@@ -61,4 +61,4 @@ std::size_t InodeTable::size() const {
   return by_id_.size();
 }
 
-}  // namespace sealfs::fs
+}  // namespace sealfs::fuse

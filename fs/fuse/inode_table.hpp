@@ -24,12 +24,15 @@
 #include "core/base/unique_fd.hpp"
 #include "core/store/store.hpp"
 
-namespace sealfs::fs {
+namespace sealfs::fuse {
 
 class Inode {
  public:
-  Inode(fuse_ino_t id_, UniqueFd fd, dev_t dev_, ino_t ino_)
-      : id(id_), dev(dev_), ino(ino_), fd_(std::make_shared<const UniqueFd>(std::move(fd))) {}
+  Inode(fuse_ino_t inode_id, UniqueFd fd, dev_t backing_dev, ino_t backing_ino)
+      : id(inode_id),
+        dev(backing_dev),
+        ino(backing_ino),
+        fd_(std::make_shared<const UniqueFd>(std::move(fd))) {}
 
   const fuse_ino_t id;
   const dev_t dev;
@@ -109,4 +112,4 @@ class InodeTable {
   fuse_ino_t next_id_ = FUSE_ROOT_ID + 1;
 };
 
-}  // namespace sealfs::fs
+}  // namespace sealfs::fuse

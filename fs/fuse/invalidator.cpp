@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace sealfs::fs {
+namespace sealfs::fuse {
 namespace {
 // Beyond this many waiting events the kernel is clearly not keeping up;
 // dropping the oldest only means a cache lives until its timeout (R9).
@@ -73,4 +73,4 @@ void Invalidator::send(const Invalidation& event) {
   }
 }
 
-}  // namespace sealfs::fs
+}  // namespace sealfs::fuse

@@ -15,7 +15,7 @@
 #include "core/store/store.hpp"
 #include "fs/fuse/inode_table.hpp"
 
-namespace sealfs::fs {
+namespace sealfs::fuse {
 
 class Invalidator {
  public:
@@ -45,4 +45,4 @@ class Invalidator {
   std::thread thread_;
 };
 
-}  // namespace sealfs::fs
+}  // namespace sealfs::fuse

@@ -1,7 +1,6 @@
 #include "fs/fuse/session.hpp"
 
 #include <fuse_lowlevel.h>
-#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <syslog.h>
@@ -10,11 +9,13 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -24,9 +25,10 @@
 #include "core/manifest/profile.hpp"
 #include "core/store/store.hpp"
 #include "core/verify/validator.hpp"
+#include "fs/cli/options.hpp"
 #include "fs/fuse/filesystem.hpp"
 
-namespace sealfs::fs {
+namespace sealfs::fuse {
 namespace {
 
 // Threads serving requests: enough for parallel hashing and blocking
@@ -150,128 +152,146 @@ void install_fault_hook(StoreOptions& options) {
 }
 #endif
 
-}  // namespace
-
-int run_mount(const MountOptions& options, std::ostream& err) {
+// Whatever can be checked before anything is opened: the profile loads and
+// the mountpoint is a directory.
+Result<Profile> check_before_mount(const cli::MountOptions& options, std::ostream& err) {
   auto profile = resolve_profile(options.profile);
   if (!profile) {
     err << "sealfs: profile " << options.profile << ": " << profile.error().message << "\n";
-    return 1;
+    return profile.error();
   }
   struct stat mst {};
-  if (::stat(options.mountpoint.c_str(), &mst) != 0) {
-    err << "sealfs: mountpoint " << options.mountpoint << ": " << errno_text(errno) << "\n";
-    return 1;
+  const int stat_errno = ::stat(options.mountpoint.c_str(), &mst) != 0 ? errno : 0;
+  const int problem = stat_errno != 0 ? stat_errno : !S_ISDIR(mst.st_mode) ? ENOTDIR : 0;
+  if (problem != 0) {
+    err << "sealfs: mountpoint " << options.mountpoint << ": " << errno_text(problem) << "\n";
+    return make_error(problem, "mountpoint");
   }
-  if (!S_ISDIR(mst.st_mode)) {
-    err << "sealfs: mountpoint " << options.mountpoint << ": " << errno_text(ENOTDIR) << "\n";
-    return 1;
-  }
+  return profile;
+}
 
+// The mount's state with its store open on B (before mounting: after the
+// mount, B's path may lead to M) and the root in the inode table.
+bool open_backing(Filesystem& fs, const cli::MountOptions& options, Profile profile, std::ostream& err) {
+  fs.cache_timeout = options.cache_timeout;
+  fs.max_read = options.max_read;
+  fs.chown_to_caller = ::geteuid() == 0;
+  StoreOptions store_options = cli::store_options(options);
+  fs.attach_hooks(store_options);
+#ifdef SEALFS_FAULT_INJECTION
+  install_fault_hook(store_options);
+#endif
+  auto store = Store::open_backing(options.backing, std::move(profile), std::move(store_options));
+  if (!store) {
+    err << "sealfs: backing directory " << options.backing << ": " << errno_text(store.code()) << "\n";
+    return false;
+  }
+  fs.store = std::move(*store);
+  auto root = fs.store->root();
+  if (!root) {
+    err << "sealfs: backing directory " << options.backing << ": " << root.error().message << "\n";
+    return false;
+  }
+  fs.inodes.set_root(std::move(*root));
+  return true;
+}
+
+// -o max_write=, async_read, …: parsed by libfuse now, applied in init.
+bool parse_conn_options(Filesystem& fs, const cli::MountOptions& options, std::ostream& err) {
+  if (options.conn_options.empty()) return true;
+  std::string list;
+  for (const auto& o : options.conn_options) list += (list.empty() ? "" : ",") + o;
+  FuseArgs conn_args;
+  if (!conn_args.add("sealfs") || !conn_args.add("-o") || !conn_args.add(list)) {
+    err << "sealfs: out of memory\n";
+    return false;
+  }
+  fs.conn_opts.reset(fuse_parse_conn_info_opts(&conn_args.args));
+  if (!fs.conn_opts) {
+    err << "sealfs: connection options " << list << " not accepted by libfuse\n";
+    return false;
+  }
+  return true;
+}
+
+// A FUSE session for fs, with its signal handlers, mounted; null (and a line
+// on err) when any of that fails.
+SessionPtr mount_session(Filesystem& fs, const cli::MountOptions& options, std::ostream& err) {
+  FuseArgs args;
+  bool args_ok = args.add("sealfs") && args.add("-o") && args.add(cli::fuse_option_string(options));
+  if (options.debug) args_ok = args_ok && args.add("-d");
+  if (!args_ok) {
+    err << "sealfs: out of memory\n";
+    return nullptr;
+  }
+  SessionPtr se(fuse_session_new(&args.args, &operations(), sizeof(fuse_lowlevel_ops), &fs));
+  if (!se) {
+    err << "sealfs: cannot start a FUSE session with options " << cli::fuse_option_string(options) << "\n";
+    return nullptr;
+  }
+  if (fuse_set_signal_handlers(se.get()) != 0 || !cancel_hashes_on_stop_signals()) {
+    err << "sealfs: cannot install signal handlers\n";
+    return nullptr;
+  }
+  if (fuse_session_mount(se.get(), options.mountpoint.c_str()) != 0) {
+    fuse_remove_signal_handlers(se.get());
+    err << "sealfs: cannot mount on " << options.mountpoint << "\n";
+    return nullptr;
+  }
+  return se;
+}
+
+// Daemonize unless -f, serve until unmounted, unmount. The session loop's
+// result: 0 unmounted; > 0 the signal that ended the loop (SIGTERM, SIGINT…),
+// after which it unmounted cleanly; < 0 the loop failed. Nothing when it
+// could not start serving (said on err or in syslog).
+std::optional<int> serve(Filesystem& fs, fuse_session* se, bool foreground, std::ostream& err) {
+  MountGuard mounted(se);
+  // After this, stderr is /dev/null unless -f: problems go to syslog.
+  if (fuse_daemonize(foreground ? 1 : 0) != 0) {
+    err << "sealfs: cannot daemonize\n";
+    return std::nullopt;
+  }
+  // Threads start only now: fuse_daemonize forks, and threads do not survive a fork.
+  fs.invalidator.start(se);
+  std::unique_ptr<fuse_loop_config, LoopConfigDeleter> config(fuse_loop_cfg_create());
+  if (!config) {
+    fs.invalidator.stop();
+    syslog(LOG_ERR, "sealfs: out of memory");
+    return std::nullopt;
+  }
+  fuse_loop_cfg_set_clone_fd(config.get(), 0);
+  fuse_loop_cfg_set_max_threads(config.get(), kMaxThreads);
+  fuse_loop_cfg_set_idle_threads(config.get(), kMaxIdleThreads);
+  return fuse_session_loop_mt(se, config.get());
+}
+
+}  // namespace
+
+int run_mount(const cli::MountOptions& options, std::ostream& err) {
+  auto profile = check_before_mount(options, err);
+  if (!profile) return 1;
   raise_fd_limit();
   // The kernel applied the caller's umask to every mode it sends (no
   // FUSE_CAP_DONT_MASK); the daemon's own must not mask it again. sealfs's
   // own files (manifests, quarantine) are created with explicit modes.
   ::umask(0);
   Filesystem fs;
-  fs.cache_timeout = options.cache_timeout;
-  fs.max_read = options.max_read;
-  fs.chown_to_caller = ::geteuid() == 0;
-
-  StoreOptions store_options;
-  store_options.durability = options.durability;
-  store_options.verify = options.verify;
-  store_options.verdict_ttl = std::chrono::duration_cast<std::chrono::nanoseconds>(
-      std::chrono::duration<double>(options.cache_timeout));
-  store_options.validators = default_validators(options.cuda_validate);
-  fs.attach_hooks(store_options);
-#ifdef SEALFS_FAULT_INJECTION
-  install_fault_hook(store_options);
-#endif
-
-  // B is opened before mounting: after the mount, B's path may lead to M.
-  auto store = Store::open_backing(options.backing, std::move(*profile), std::move(store_options));
-  if (!store) {
-    err << "sealfs: backing directory " << options.backing << ": " << errno_text(store.code()) << "\n";
-    return 1;
-  }
-  fs.store = std::move(*store);
-  auto root = fs.store->root();
-  if (!root) {
-    err << "sealfs: backing directory " << options.backing << ": " << root.error().message << "\n";
-    return 1;
-  }
-  fs.inodes.set_root(std::move(*root));
-
-  if (!options.conn_options.empty()) {
-    std::string list;
-    for (const auto& o : options.conn_options) list += (list.empty() ? "" : ",") + o;
-    FuseArgs conn_args;
-    if (!conn_args.add("sealfs") || !conn_args.add("-o") || !conn_args.add(list)) {
-      err << "sealfs: out of memory\n";
-      return 1;
-    }
-    fs.conn_opts.reset(fuse_parse_conn_info_opts(&conn_args.args));
-    if (!fs.conn_opts) {
-      err << "sealfs: connection options " << list << " not accepted by libfuse\n";
-      return 1;
-    }
-  }
-
-  FuseArgs args;
-  bool args_ok = args.add("sealfs") && args.add("-o") && args.add(fuse_option_string(options));
-  if (options.debug) args_ok = args_ok && args.add("-d");
-  if (!args_ok) {
-    err << "sealfs: out of memory\n";
-    return 1;
-  }
-  SessionPtr se(fuse_session_new(&args.args, &operations(), sizeof(fuse_lowlevel_ops), &fs));
-  if (!se) {
-    err << "sealfs: cannot start a FUSE session with options " << fuse_option_string(options) << "\n";
-    return 1;
-  }
-  if (fuse_set_signal_handlers(se.get()) != 0 || !cancel_hashes_on_stop_signals()) {
-    err << "sealfs: cannot install signal handlers\n";
-    return 1;
-  }
-  if (fuse_session_mount(se.get(), options.mountpoint.c_str()) != 0) {
-    fuse_remove_signal_handlers(se.get());
-    err << "sealfs: cannot mount on " << options.mountpoint << "\n";
-    return 1;
-  }
-  int rc = 0;
-  {
-    MountGuard mounted(se.get());
-    // After this, stderr is /dev/null unless -f: problems go to syslog.
-    if (fuse_daemonize(options.foreground ? 1 : 0) != 0) {
-      err << "sealfs: cannot daemonize\n";
-      return 1;
-    }
-    // Threads start only now: fuse_daemonize forks, and threads do not survive a fork.
-    fs.invalidator.start(se.get());
-    std::unique_ptr<fuse_loop_config, LoopConfigDeleter> config(fuse_loop_cfg_create());
-    if (!config) {
-      fs.invalidator.stop();
-      syslog(LOG_ERR, "sealfs: out of memory");
-      return 1;
-    }
-    fuse_loop_cfg_set_clone_fd(config.get(), 0);
-    fuse_loop_cfg_set_max_threads(config.get(), kMaxThreads);
-    fuse_loop_cfg_set_idle_threads(config.get(), kMaxIdleThreads);
-    rc = fuse_session_loop_mt(se.get(), config.get());
-  }
-  // Unmounted first: a notification waiting on a directory lock in the kernel
-  // then ends at once instead of holding up the exit. The session must
-  // outlive the notifications in flight.
+  if (!open_backing(fs, options, std::move(*profile), err) || !parse_conn_options(fs, options, err)) return 1;
+  SessionPtr se = mount_session(fs, options, err);
+  if (!se) return 1;
+  const std::optional<int> rc = serve(fs, se.get(), options.foreground, err);
+  if (!rc) return 1;
+  // Unmounted first (serve's MountGuard): a notification waiting on a
+  // directory lock in the kernel then ends at once instead of holding up the
+  // exit. The session must outlive the notifications in flight.
   fs.invalidator.stop();
-  // 0: unmounted; > 0: the signal that ended the loop (SIGTERM, SIGINT…),
-  // after which we unmounted cleanly; < 0: the loop failed.
-  if (rc < 0) {
-    err << "sealfs: session loop failed: " << errno_text(-rc) << "\n";
-    syslog(LOG_ERR, "sealfs: session loop failed: %s", errno_text(-rc).c_str());
+  if (*rc < 0) {
+    err << "sealfs: session loop failed: " << errno_text(-*rc) << "\n";
+    syslog(LOG_ERR, "sealfs: session loop failed: %s", errno_text(-*rc).c_str());
     return 1;
   }
   return 0;
 }
 
-}  // namespace sealfs::fs
+}  // namespace sealfs::fuse

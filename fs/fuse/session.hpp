@@ -8,9 +8,9 @@
 
 #include "fs/cli/options.hpp"
 
-namespace sealfs::fs {
+namespace sealfs::fuse {
 
 // Returns the process exit status.
-int run_mount(const MountOptions& options, std::ostream& err);
+int run_mount(const cli::MountOptions& options, std::ostream& err);
 
-}  // namespace sealfs::fs
+}  // namespace sealfs::fuse

@@ -11,7 +11,7 @@
 
 #include "core/base/unique_fd.hpp"
 
-namespace sealfs::fs {
+namespace sealfs::fuse {
 namespace {
 
 constexpr std::uint64_t kPfExiting = 0x4;  // include/linux/sched.h
@@ -162,4 +162,4 @@ WriterTracking::Hold& WriterTracking::Hold::operator=(Hold&& other) noexcept {
 
 WriterTracking::Hold::~Hold() { release(); }
 
-}  // namespace sealfs::fs
+}  // namespace sealfs::fuse

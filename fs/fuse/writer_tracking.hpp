@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-namespace sealfs::fs {
+namespace sealfs::fuse {
 
 // How the task that closed a write handle was doing, read from
 // /proc/<tid>/stat at FLUSH.
@@ -103,4 +103,4 @@ class WriterTracking {
   std::set<Key> held_;
 };
 
-}  // namespace sealfs::fs
+}  // namespace sealfs::fuse

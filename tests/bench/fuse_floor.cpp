@@ -113,7 +113,7 @@ void ll_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
 }
 
 void ll_write_buf(fuse_req_t req, fuse_ino_t /*ino*/, fuse_bufvec* in, off_t off, fuse_file_info* fi) {
-  fuse_bufvec out = sealfs::fs::fd_bufvec(fuse_buf_size(in), static_cast<int>(fi->fh), off);
+  fuse_bufvec out = sealfs::fuse::fd_bufvec(fuse_buf_size(in), static_cast<int>(fi->fh), off);
   const ssize_t n = fuse_buf_copy(&out, in, FUSE_BUF_SPLICE_NONBLOCK);
   if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
   fuse_reply_write(req, static_cast<size_t>(n));
@@ -189,7 +189,7 @@ void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
     if (!own) return (void)fuse_reply_err(req, errno);
     fd = own.get();
   }
-  fuse_bufvec buf = sealfs::fs::fd_bufvec(size, fd, off);
+  fuse_bufvec buf = sealfs::fuse::fd_bufvec(size, fd, off);
   fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
 }
 

@@ -7,7 +7,7 @@
 #include "fs/fuse/handle_table.hpp"
 #include "tests/support/temp_dir.hpp"
 
-namespace sealfs::fs {
+namespace sealfs::fuse {
 namespace {
 
 Found found_for(const std::string& path, ObjectKind kind) {
@@ -108,4 +108,4 @@ TEST(HandleTableTest, TakeRemovesAndUnknownIsNull) {
 }
 
 }  // namespace
-}  // namespace sealfs::fs
+}  // namespace sealfs::fuse

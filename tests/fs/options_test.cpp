@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace sealfs::fs {
+namespace sealfs::cli {
 namespace {
 
 TEST(MountOptionsTest, SealfsOptionsAreParsed) {
@@ -87,4 +87,4 @@ TEST(MountOptionsTest, DebugOptionSetsDebugWithoutPassingIt) {
 }
 
 }  // namespace
-}  // namespace sealfs::fs
+}  // namespace sealfs::cli

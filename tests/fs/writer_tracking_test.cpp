@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-namespace sealfs::fs {
+namespace sealfs::fuse {
 namespace {
 
 // A /proc/<tid>/stat line with the given flags (field 9) and exit code (field 52).
@@ -158,4 +158,4 @@ TEST(WriterTrackingTest, FilesAreKeptApart) {
 }
 
 }  // namespace
-}  // namespace sealfs::fs
+}  // namespace sealfs::fuse

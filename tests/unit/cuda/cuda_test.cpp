@@ -501,25 +501,6 @@ TEST(CudaRecord, SortedAndDeduplicated) {
       R"({"driver":"loaded","images":[{"arch":"sm_90a","kind":"elf"},{"arch":"compute_80","kind":"ptx"}]})");
 }
 
-// ---- cuda-check ---------------------------------------------------------------------
-
-TEST(CudaCheck, ExitCodes) {
-  test::TempDir dir("sealfs-cuda-check");
-  const Bytes lib = fixture("kernel_lib.so");
-  test::write_file(dir / "bad.so",
-                   std::string_view(reinterpret_cast<const char*>(lib.data()), lib.size() / 3));
-  const std::string good = (fixture_dir() / "kernel_lib.so").string();
-  std::ostringstream out, err;
-  EXPECT_EQ(run_cuda_check({good}, "structural", out, err), 0) << err.str();
-  EXPECT_NE(out.str().find("sm_90"), std::string::npos) << out.str();
-  EXPECT_EQ(run_cuda_check({good, dir / "bad.so"}, "structural", out, err), 1);
-  EXPECT_NE(out.str().find("BROKEN"), std::string::npos);
-  EXPECT_EQ(run_cuda_check({"/lib/x86_64-linux-gnu/libc.so.6"}, "", out, err), 0);
-  EXPECT_EQ(run_cuda_check({dir / "missing.so"}, "structural", out, err), 2);
-  EXPECT_EQ(run_cuda_check({good}, "bogus", out, err), 2);
-  EXPECT_EQ(run_cuda_check({}, "structural", out, err), 2);
-}
-
 // ---- through a Store publish (R1) -----------------------------------------------------
 
 // A TileLang-style save: files in <ns>/.staging/<key>_<pid>_<rand>/, then

@@ -1,4 +1,5 @@
-// `sealfs cuda-check FILE…` (run_cuda_check in cuda.hpp).
+// `sealfs cuda-check FILE…`: the CUDA image check (core/cuda) on files named
+// by the user.
 #include <fcntl.h>
 
 #include <cerrno>
@@ -7,8 +8,9 @@
 
 #include "core/base/unique_fd.hpp"
 #include "core/cuda/cuda.hpp"
+#include "fs/cli/commands.hpp"
 
-namespace sealfs {
+namespace sealfs::cli {
 namespace {
 
 std::string describe_images(const std::vector<CudaImageInfo>& images) {
@@ -67,4 +69,4 @@ int run_cuda_check(const std::vector<std::string>& files, std::string_view mode,
   return any_usage ? kUsage : any_broken ? kBroken : kSound;
 }
 
-}  // namespace sealfs
+}  // namespace sealfs::cli

@@ -1,0 +1,22 @@
+// `sealfs fsck [--repair] BACKING`: verify every entry of B offline.
+#include "fs/cli/commands.hpp"
+
+namespace sealfs::cli {
+
+int run_fsck(const BackingOptions& options, bool repair, std::ostream& out, std::ostream& err) {
+  auto store = open_offline_store(options, err);
+  if (!store) return 8;
+  auto report = (*store)->fsck(repair);
+  if (!report) {
+    err << "sealfs: fsck " << options.backing << ": " << report.error().message << "\n";
+    return 8;
+  }
+  for (const auto& problem : report->problems) out << problem << "\n";
+  out << "entries " << report->entries << ", valid " << report->valid << ", invalid " << report->invalid
+      << ", foreign " << report->foreign << ", quarantined " << report->quarantined << ", unchecked "
+      << report->unchecked << "\n";
+  if (report->invalid == 0) return report->unchecked == 0 ? 0 : 8;  // 8: could not finish the check
+  return repair ? 1 : 4;
+}
+
+}  // namespace sealfs::cli

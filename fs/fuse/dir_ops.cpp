@@ -1,0 +1,136 @@
+// Requests on directories: opendir, readdir(plus), releasedir, fsyncdir. A
+// directory handle holds a snapshot of what the store lists (taken at
+// opendir and at every rewind), so offsets stay stable while it is read.
+#include <sys/stat.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "fs/fuse/handlers.hpp"
+#include "fs/fuse/request.hpp"
+
+namespace sealfs::fuse {
+namespace {
+
+Status load_listing(Filesystem& fs, DirHandle& dir) {
+  auto items = fs.store->list(dir.inode->path_fd()->get());
+  if (!items) return items.error();
+  dir.items = std::move(*items);
+  return {};
+}
+
+// Where one directory entry goes into a readdir reply.
+struct ReplyBuffer {
+  fuse_req_t req;
+  std::string& buf;
+  size_t used = 0;
+  size_t left() const { return buf.size() - used; }
+  char* at() { return buf.data() + used; }
+};
+
+// One readdirplus entry for a listed item (next: the offset after it);
+// fuse_add_direntry_plus's size, or 0 when the item is to be skipped.
+// readdir never hashes (R8): attributes go along only for objects whose
+// verdict is already known; the rest go with node id 0, which tells the
+// kernel to LOOKUP them when (and if) they are used.
+size_t add_item_plus(Filesystem& fs, ReplyBuffer& out, const DirHandle& dir, const DirItem& item,
+                     off_t next) {
+  auto found = fs.store->lookup_verified(dir.inode->path_fd()->get(), item.name);
+  if (!found && found.code() != EAGAIN) return 0;  // hidden or gone since the listing
+  if (!found) {
+    fuse_entry_param e{};
+    e.attr.st_ino = item.ino;
+    e.attr.st_mode = static_cast<mode_t>(item.type) << 12;
+    return fuse_add_direntry_plus(out.req, out.at(), out.left(), item.name.c_str(), &e, next);
+  }
+  fuse_entry_param e = remember(fs, std::move(*found), *dir.inode, item.name);
+  const size_t entsize = fuse_add_direntry_plus(out.req, out.at(), out.left(), item.name.c_str(), &e, next);
+  // Only entries whose attributes reached the kernel count as looked up.
+  if (entsize > out.left()) fs.inodes.forget(e.ino, 1);
+  return entsize;
+}
+
+// One entry at index (0 ".", 1 "..", 2 + i items[i]); see add_item_plus.
+size_t add_entry(Filesystem& fs, ReplyBuffer& out, const DirHandle& dir, size_t index, bool plus) {
+  const auto next = static_cast<off_t>(index + 1);
+  const bool dots = index < 2;
+  const std::string& name = dots ? std::string(index == 0 ? "." : "..") : dir.items[index - 2].name;
+  if (!plus) {
+    struct stat st {};
+    st.st_ino = dots ? dir.inode->ino : dir.items[index - 2].ino;
+    st.st_mode = dots ? S_IFDIR : static_cast<mode_t>(dir.items[index - 2].type) << 12;
+    return fuse_add_direntry(out.req, out.at(), out.left(), name.c_str(), &st, next);
+  }
+  if (dots) {
+    // No attributes for "." and "..": the kernel creates no dentry for them.
+    fuse_entry_param e{};
+    e.attr.st_ino = dir.inode->ino;
+    e.attr.st_mode = S_IFDIR;
+    return fuse_add_direntry_plus(out.req, out.at(), out.left(), name.c_str(), &e, next);
+  }
+  return add_item_plus(fs, out, dir, dir.items[index - 2], next);
+}
+
+// Offsets: 1 is ".", 2 is "..", 3 + i is items[i]; the offset stored with an
+// entry is where the next readdir continues.
+void do_readdir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool plus) {
+  guarded(req, [&] {
+    Filesystem& fs = fs_of(req);
+    auto dir = fs.dirs.get(fi->fh);
+    if (!dir) return (void)fuse_reply_err(req, EBADF);
+    std::lock_guard lock(dir->mu);
+    if (off == 0) {  // (re)start: rewinddir sees what is visible now
+      if (Status s = load_listing(fs, *dir); !s) return reply_error(req, s.error());
+    }
+    std::string buf(size, '\0');
+    ReplyBuffer out{req, buf};
+    const size_t total = dir->items.size() + 2;
+    for (auto index = static_cast<size_t>(off < 0 ? 0 : off); index < total; ++index) {
+      const size_t entsize = add_entry(fs, out, *dir, index, plus);
+      if (entsize > out.left()) break;
+      out.used += entsize;
+    }
+    fuse_reply_buf(req, buf.data(), out.used);
+  });
+}
+
+}  // namespace
+
+void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  guarded(req, [&] {
+    Filesystem& fs = fs_of(req);
+    InodeRef inode = inode_or_reply(req, ino);
+    if (!inode) return;
+    auto dir = std::make_shared<DirHandle>();
+    dir->inode = inode;
+    if (Status s = load_listing(fs, *dir); !s) return reply_error(req, s.error());
+    fi->fh = fs.dirs.add(dir);
+    if (fuse_reply_open(req, fi) != 0) fs.dirs.take(fi->fh);
+  });
+}
+
+void op_readdir(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_info* fi) {
+  do_readdir(req, size, off, fi, false);
+}
+
+void op_readdirplus(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_info* fi) {
+  do_readdir(req, size, off, fi, true);
+}
+
+void op_releasedir(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
+  guarded(req, [&] {
+    fs_of(req).dirs.take(fi->fh);
+    fuse_reply_err(req, 0);
+  });
+}
+
+void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* /*fi*/) {
+  guarded(req, [&] {
+    InodeRef inode = inode_or_reply(req, ino);
+    if (!inode) return;
+    reply_status(req, fs_of(req).store->sync_directory(inode->path_fd()->get(), datasync != 0));
+  });
+}
+
+}  // namespace sealfs::fuse

@@ -1,0 +1,224 @@
+// Requests on names and attributes: lookup, forget, getattr, setattr,
+// readlink, mkdir, symlink, mknod, link, unlink, rmdir, rename. Each maps onto
+// the store; the requests that could race with a seal hold the file's gate
+// (WriterTracking::hold, R4).
+#include <sys/stat.h>
+#include <syslog.h>
+
+#include <cstdio>  // RENAME_EXCHANGE
+#include <string_view>
+
+#include "fs/fuse/handlers.hpp"
+#include "fs/fuse/request.hpp"
+
+namespace sealfs::fuse {
+namespace {
+
+void reply_created(fuse_req_t req, Filesystem& fs, const InodeRef& dir, std::string_view name,
+                   Result<Found> found, mode_t mode) {
+  if (!found) return reply_error(req, found.error());
+  give_to_caller(fs, req, dir->path_fd()->get(), *found, mode);
+  reply_entry(req, fs, std::move(*found), *dir, name);
+}
+
+// The gate key of name in dir (absent: none, which holds nothing).
+WriterTracking::Key key_of(const Store& store, int dir_fd, const char* name) {
+  auto st = store.attributes_at(dir_fd, name);
+  if (!st) return {0, 0};
+  return {st->st_dev, st->st_ino};
+}
+
+void times_to_set(const struct stat& attr, int to_set, struct timespec (&tv)[2]) {
+  tv[0] = tv[1] = {0, UTIME_OMIT};
+  if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+    tv[0].tv_nsec = UTIME_NOW;
+  else if (to_set & FUSE_SET_ATTR_ATIME)
+    tv[0] = attr.st_atim;
+  if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+    tv[1].tv_nsec = UTIME_NOW;
+  else if (to_set & FUSE_SET_ATTR_MTIME)
+    tv[1] = attr.st_mtim;
+}
+
+// Mode, owner and times are not sealed (R10): they go straight to the
+// backing object. A size change is content: through the store unless a
+// handle is open, in which case the file is in progress anyway.
+Status change_attributes(Store& store, const Inode& inode, FileHandle* handle, const struct stat& attr,
+                         int to_set) {
+  const int hfd = handle != nullptr && handle->fd ? handle->fd.get() : -1;
+  const auto pfd_ref = inode.path_fd();  // held: a concurrent lookup may replace it
+  const int pfd = pfd_ref->get();
+  if (to_set & FUSE_SET_ATTR_MODE)
+    if (Status s = store.change_mode(pfd, attr.st_mode, hfd); !s) return s;
+  if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+    const uid_t uid = (to_set & FUSE_SET_ATTR_UID) ? attr.st_uid : static_cast<uid_t>(-1);
+    const gid_t gid = (to_set & FUSE_SET_ATTR_GID) ? attr.st_gid : static_cast<gid_t>(-1);
+    if (Status s = store.change_owner(pfd, uid, gid); !s) return s;
+  }
+  if (to_set & FUSE_SET_ATTR_SIZE) {
+    if (hfd >= 0) {
+      if (Status s = store.truncate_handle(hfd, attr.st_size); !s) return s;
+      handle->changed = true;
+    } else if (Status s = store.truncate(pfd, attr.st_size, inode.last_seen().hint()); !s) {
+      return s;
+    }
+  }
+  if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
+    struct timespec tv[2];
+    times_to_set(attr, to_set, tv);
+    if (Status s = store.change_times(pfd, tv, hfd); !s) return s;
+  }
+  if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+    // Who may read the file changed: so does who may read its manifest.
+    if (Status s = store.refresh_manifest_access(pfd, inode.last_seen().hint()); !s)
+      syslog(LOG_WARNING, "sealfs: access of a manifest after chmod/chown: %s", s.error().message.c_str());
+  }
+  return {};
+}
+
+}  // namespace
+
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  guarded(req, [&] {
+    Filesystem& fs = fs_of(req);
+    InodeRef dir = inode_or_reply(req, parent);
+    if (!dir) return;
+    auto found = fs.store->lookup(dir->path_fd()->get(), name);
+    if (!found) return reply_error(req, found.error());
+    reply_entry(req, fs, std::move(*found), *dir, name);
+  });
+}
+
+void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  guarded_noreply(req, [&] { fs_of(req).inodes.forget(ino, nlookup); });
+}
+
+void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  guarded_noreply(req, [&] {
+    Filesystem& fs = fs_of(req);
+    for (size_t i = 0; i < count; ++i) fs.inodes.forget(forgets[i].ino, forgets[i].nlookup);
+  });
+}
+
+void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
+  guarded(req, [&] {
+    InodeRef inode = inode_or_reply(req, ino);
+    if (!inode) return;
+    reply_attributes(req, fs_of(req), *inode);
+  });
+}
+
+void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
+  guarded(req, [&] {
+    Filesystem& fs = fs_of(req);
+    InodeRef inode = inode_or_reply(req, ino);
+    if (!inode) return;
+    auto handle = fi ? fs.files.get(fi->fh) : nullptr;
+    // Never while the file is being sealed: new times or a new size in the
+    // middle of its hash would fail the seal.
+    auto gate = fs.writers.hold(inode->dev, inode->ino);
+    if (Status s = change_attributes(*fs.store, *inode, handle.get(), *attr, to_set); !s)
+      return reply_error(req, s.error());
+    reply_attributes(req, fs, *inode);
+  });
+}
+
+void op_readlink(fuse_req_t req, fuse_ino_t ino) {
+  guarded(req, [&] {
+    InodeRef inode = inode_or_reply(req, ino);
+    if (!inode) return;
+    auto target = fs_of(req).store->read_link(inode->path_fd()->get());
+    if (!target) return reply_error(req, target.error());
+    fuse_reply_readlink(req, target->c_str());
+  });
+}
+
+void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  guarded(req, [&] {
+    Filesystem& fs = fs_of(req);
+    InodeRef dir = inode_or_reply(req, parent);
+    if (!dir) return;
+    reply_created(req, fs, dir, name, fs.store->mkdir(dir->path_fd()->get(), name, mode), mode);
+  });
+}
+
+void op_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
+  guarded(req, [&] {
+    Filesystem& fs = fs_of(req);
+    InodeRef dir = inode_or_reply(req, parent);
+    if (!dir) return;
+    reply_created(req, fs, dir, name, fs.store->symlink(dir->path_fd()->get(), name, target), 0);
+  });
+}
+
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  guarded(req, [&] {
+    Filesystem& fs = fs_of(req);
+    InodeRef dir = inode_or_reply(req, parent);
+    if (!dir) return;
+    reply_created(req, fs, dir, name, fs.store->mknod(dir->path_fd()->get(), name, mode, rdev), mode);
+  });
+}
+
+void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+  guarded(req, [&] {
+    Filesystem& fs = fs_of(req);
+    InodeRef inode = inode_or_reply(req, ino);
+    if (!inode) return;
+    InodeRef dir = inode_or_reply(req, newparent);
+    if (!dir) return;
+    auto gate = fs.writers.hold(inode->dev, inode->ino);  // a link publishes what a seal settles
+    const auto seen = inode->last_seen();
+    auto found = fs.store->link(inode->path_fd()->get(), dir->path_fd()->get(), newname, seen.hint());
+    if (!found) return reply_error(req, found.error());
+    reply_entry(req, fs, std::move(*found), *dir, newname);  // a link keeps the object's owner
+  });
+}
+
+void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  guarded(req, [&] {
+    InodeRef dir = inode_or_reply(req, parent);
+    if (!dir) return;
+    Filesystem& fs = fs_of(req);
+    const auto dfd = dir->path_fd();
+    auto gate = fs.writers.hold({key_of(*fs.store, dfd->get(), name)});
+    fuse_reply_err(req, fs.store->unlink(dfd->get(), name).code());
+  });
+}
+
+void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  guarded(req, [&] {
+    InodeRef dir = inode_or_reply(req, parent);
+    if (!dir) return;
+    fuse_reply_err(req, fs_of(req).store->rmdir(dir->path_fd()->get(), name).code());
+  });
+}
+
+void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
+               unsigned int flags) {
+  guarded(req, [&] {
+    InodeRef src = inode_or_reply(req, parent);
+    if (!src) return;
+    InodeRef dst = inode_or_reply(req, newparent);
+    if (!dst) return;
+    Filesystem& fs = fs_of(req);
+    const auto sfd = src->path_fd();
+    const auto dfd = dst->path_fd();
+    // A file closed a moment ago may still be being sealed: move it (or
+    // replace it) only once its seal has settled.
+    const WriterTracking::Key moved = key_of(*fs.store, sfd->get(), name);
+    const WriterTracking::Key swapped = key_of(*fs.store, dfd->get(), newname);
+    auto gate = fs.writers.hold({moved, swapped});
+    const Status renamed = fs.store->rename(sfd->get(), name, dfd->get(), newname, flags);
+    if (renamed) {
+      // The kernel keeps its names across a rename and looks nothing up:
+      // the moved objects are seen where they went (Inode::seen_at).
+      if (auto inode = fs.inodes.find(moved.first, moved.second)) inode->seen_at(dfd, newname);
+      if ((flags & RENAME_EXCHANGE) != 0)
+        if (auto inode = fs.inodes.find(swapped.first, swapped.second)) inode->seen_at(sfd, name);
+    }
+    fuse_reply_err(req, renamed.code());
+  });
+}
+
+}  // namespace sealfs::fuse

@@ -1,0 +1,65 @@
+// Extended attributes and free space. The store keeps "user.sealfs*" to
+// itself (Store::get_xattr and the rest): the adapter only fits the answer
+// into the caller's buffer.
+#include <string>
+#include <string_view>
+
+#include "fs/fuse/handlers.hpp"
+#include "fs/fuse/request.hpp"
+
+namespace sealfs::fuse {
+namespace {
+
+// size 0 asks for the length only; a value that does not fit is ERANGE.
+void reply_xattr_value(fuse_req_t req, const Result<std::string>& value, size_t size) {
+  if (!value) return reply_error(req, value.error());
+  if (size == 0) return (void)fuse_reply_xattr(req, value->size());
+  if (value->size() > size) return (void)fuse_reply_err(req, ERANGE);
+  fuse_reply_buf(req, value->data(), value->size());
+}
+
+}  // namespace
+
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  guarded(req, [&] {
+    InodeRef inode = inode_or_reply(req, ino);
+    if (!inode) return;
+    reply_xattr_value(req, fs_of(req).store->get_xattr(inode->path_fd()->get(), name), size);
+  });
+}
+
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  guarded(req, [&] {
+    InodeRef inode = inode_or_reply(req, ino);
+    if (!inode) return;
+    reply_xattr_value(req, fs_of(req).store->list_xattrs(inode->path_fd()->get()), size);
+  });
+}
+
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
+                 int flags) {
+  guarded(req, [&] {
+    InodeRef inode = inode_or_reply(req, ino);
+    if (!inode) return;
+    const std::string_view bytes(value, size);
+    reply_status(req, fs_of(req).store->set_xattr(inode->path_fd()->get(), name, bytes, flags));
+  });
+}
+
+void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  guarded(req, [&] {
+    InodeRef inode = inode_or_reply(req, ino);
+    if (!inode) return;
+    reply_status(req, fs_of(req).store->remove_xattr(inode->path_fd()->get(), name));
+  });
+}
+
+void op_statfs(fuse_req_t req, fuse_ino_t /*ino*/) {
+  guarded(req, [&] {
+    auto space = fs_of(req).store->space();
+    if (!space) return reply_error(req, space.error());
+    fuse_reply_statfs(req, &*space);
+  });
+}
+
+}  // namespace sealfs::fuse
