@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <string_view>
 
-namespace sealfs::cuda_detail {
+namespace sealfs::cuda::detail {
 namespace {
 
 constexpr unsigned char kElfMagic[] = {0x7f, 'E', 'L', 'F'};
@@ -184,4 +184,4 @@ unsigned cubin_sm(const ElfInfo& elf) {
   return elf.abi_version >= kAbiV2 ? (elf.e_flags >> 8) & 0xffu : elf.e_flags & 0xffu;
 }
 
-}  // namespace sealfs::cuda_detail
+}  // namespace sealfs::cuda::detail

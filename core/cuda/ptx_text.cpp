@@ -5,7 +5,7 @@
 #include <cctype>
 #include <cerrno>
 
-namespace sealfs::cuda_detail {
+namespace sealfs::cuda::detail {
 namespace {
 
 constexpr std::size_t kSniffBytes = 64 * 1024;
@@ -111,4 +111,4 @@ Result<PtxInfo> check_ptx(std::string_view text) {
   return info;
 }
 
-}  // namespace sealfs::cuda_detail
+}  // namespace sealfs::cuda::detail
