@@ -107,6 +107,10 @@ class EntryVerifier {
 
  private:
   std::shared_ptr<const EntryVerdict> verify(const EntryLocation& where, bool hash, const ForceHash& force);
+  // verify()'s last step: each listed file against its record (types and
+  // sizes of all, then hashes). False when it decided the verdict in v.
+  bool check_listed_files(const EntryLocation& where, const Manifest& manifest, bool hash,
+                          const ForceHash& force, EntryVerdict& v) const;
 
   Verifier& verifier_;
   const Profile* profile_;
