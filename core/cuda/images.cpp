@@ -109,7 +109,7 @@ class Scanner {
 
   // A data section: fatbins and cubins found by their magic numbers.
   Status scan_data(Bytes region, std::uint64_t from, const std::string& where) {
-    const std::uint64_t base = static_cast<std::uint64_t>(region.data() - file_.data());
+    const auto base = static_cast<std::uint64_t>(region.data() - file_.data());
     std::uint64_t pos = from;
     while (pos < region.size()) {
       const std::uint64_t hit = detail::find_next_magic(region, pos);

@@ -8,7 +8,7 @@
 namespace sealfs::cuda::detail {
 namespace {
 
-constexpr std::size_t kSniffBytes = 64 * 1024;
+constexpr std::size_t kSniffBytes = std::size_t{64} * 1024;
 
 Error damaged(std::string what) { return make_error(EBADMSG, "PTX: " + std::move(what)); }
 

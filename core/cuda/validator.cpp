@@ -70,10 +70,10 @@ std::string record_json(const std::vector<ImageInfo>& images, std::string_view d
   for (const auto& image : images) rows.emplace_back(kind_name(image.kind), image.arch_name());
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-  std::string json = "{\"driver\":\"" + std::string(driver) + "\",\"images\":[";
+  std::string json = R"({"driver":")" + std::string(driver) + R"(","images":[)";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     if (i != 0) json += ',';
-    json += "{\"arch\":\"" + rows[i].second + "\",\"kind\":\"" + std::string(rows[i].first) + "\"}";
+    json += R"({"arch":")" + rows[i].second + R"(","kind":")" + std::string(rows[i].first) + R"("})";
   }
   json += "]}";
   return json;

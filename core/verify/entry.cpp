@@ -216,7 +216,7 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::cached(const EntryLocation& w
 }
 
 std::shared_ptr<const EntryVerdict> EntryVerifier::check(const EntryLocation& where, VerifyDepth depth,
-                                                         ForceHash force) {
+                                                         const ForceHash& force) {
   const auto now = std::chrono::steady_clock::now();
   if (depth != VerifyDepth::fresh && !force.any()) {
     // One stat of the manifest serves both maps.

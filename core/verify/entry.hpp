@@ -89,7 +89,7 @@ class EntryVerifier {
   // force: the files hashed regardless of the stamp cache (verify=always on
   // open: one path; fsck: every file).
   std::shared_ptr<const EntryVerdict> check(const EntryLocation& where, VerifyDepth depth,
-                                            ForceHash force = {});
+                                            const ForceHash& force = {});
   // The cached verdict, whatever its age, if the manifest is unchanged.
   std::shared_ptr<const EntryVerdict> cached(const EntryLocation& where);
   // Records of hashed files larger than this are damage, never hashed (the
