@@ -11,7 +11,7 @@
 #include <span>
 #include <type_traits>
 
-namespace sealfs::cuda_detail {
+namespace sealfs::cuda::detail {
 
 using Bytes = std::span<const std::byte>;
 
@@ -39,4 +39,4 @@ inline bool starts_with(Bytes bytes, std::span<const unsigned char> prefix) {
   return bytes.size() >= prefix.size() && std::memcmp(bytes.data(), prefix.data(), prefix.size()) == 0;
 }
 
-}  // namespace sealfs::cuda_detail
+}  // namespace sealfs::cuda::detail

@@ -6,6 +6,10 @@
 // fatbin or PTX file. Structural validation is CPU only and reads only
 // headers. Where a CUDA driver exists (mode "driver"), each image is also
 // loaded with cuModuleLoadData through a dlopen'ed libcuda.so.1.
+//
+// This header is the face of core/cuda (namespace sealfs::cuda); the other
+// headers here are its parts (sealfs::cuda::detail), which only core/cuda
+// and its tests, fuzzers and benches include.
 #pragma once
 
 #include <cstddef>
@@ -18,55 +22,55 @@
 #include "core/base/result.hpp"
 #include "core/verify/validator.hpp"
 
-namespace sealfs {
+namespace sealfs::cuda {
 
-enum class CudaMode { off, structural, driver };
+enum class Mode { off, structural, driver };
 
 // "off" | "structural" | "driver"; EINVAL otherwise.
-Result<CudaMode> parse_cuda_mode(std::string_view mode);
+Result<Mode> parse_mode(std::string_view mode);
 
-enum class CudaImageKind { elf, ptx, lto };  // lto: NVVM IR for link-time optimisation
+enum class ImageKind { elf, ptx, lto };  // lto: NVVM IR for link-time optimisation
 
 // One device image as the manifest records it: a cubin for sm_NN, PTX for
 // compute_NN, or LTO IR for lto_NN.
-struct CudaImageInfo {
-  CudaImageKind kind = CudaImageKind::elf;
+struct ImageInfo {
+  ImageKind kind = ImageKind::elf;
   unsigned arch = 0;              // SM number, e.g. 90 for sm_90 / compute_90
   std::string arch_suffix;        // "a" for sm_90a, "f" for sm_100f, else ""
   bool compressed = false;        // a compressed fatbin entry
   std::string arch_name() const;  // "sm_90", "sm_90a", "compute_80", "lto_90"
-  bool operator==(const CudaImageInfo&) const = default;
+  bool operator==(const ImageInfo&) const = default;
 };
 
 // A blob the driver can load as one module: a whole fatbin, a cubin, or
 // NUL-terminated PTX text. Views into the scanned bytes.
-struct CudaLoadable {
+struct Loadable {
   enum class Form { fatbin, cubin, ptx } form = Form::fatbin;
   std::span<const std::byte> bytes;
   std::string where;  // "section .nv_fatbin at 0x1234", for messages
 };
 
-struct CudaScan {
-  std::vector<CudaImageInfo> images;    // in file order
-  std::vector<CudaLoadable> loadables;  // what the driver check loads
+struct Scan {
+  std::vector<ImageInfo> images;    // in file order
+  std::vector<Loadable> loadables;  // what the driver check loads
 };
 
 // Structural scan of a whole file's bytes. EBADMSG with a reason on any
 // structural damage (truncation, headers or sizes out of bounds). A file with
 // no CUDA content (a plain host library) scans fine with no images.
-Result<CudaScan> scan_cuda_images(std::span<const std::byte> file);
+Result<Scan> scan_images(std::span<const std::byte> file);
 
 // Canonical JSON for the manifest: sorted keys, no spaces, e.g.
 // {"driver":"loaded","images":[{"arch":"sm_90","kind":"elf"},{"arch":"compute_80","kind":"ptx"}]}
 // driver: "loaded" | "not-validated-on-this-device" | "not-run".
-std::string cuda_record_json(const std::vector<CudaImageInfo>& images, std::string_view driver);
+std::string record_json(const std::vector<ImageInfo>& images, std::string_view driver);
 
 // The verdict on one file.
-struct CudaFileCheck {
+struct FileCheck {
   bool sound = true;
-  std::string reason;                 // why it is not sound
-  std::vector<CudaImageInfo> images;  // in file order
-  std::string driver = "not-run";     // "loaded" | "not-validated-on-this-device" | "not-run"
+  std::string reason;              // why it is not sound
+  std::vector<ImageInfo> images;   // in file order
+  std::string driver = "not-run";  // "loaded" | "not-validated-on-this-device" | "not-run"
 };
 
 // Check the regular file open for reading behind fd at the given mode.
@@ -74,10 +78,10 @@ struct CudaFileCheck {
 // *.cubin, *.fatbin or *.ptx must hold a CUDA image, while any other file
 // (a *.so) without one is sound. Damage is a value (sound == false); an error
 // means the file could not be read at all (errno of the failing call).
-Result<CudaFileCheck> check_cuda_file(int fd, CudaMode mode, std::string_view name = {});
+Result<FileCheck> check_file(int fd, Mode mode, std::string_view name = {});
 
 // The "cuda" validator at the given mode (anything unknown acts as
-// "structural"; parse the mount option with parse_cuda_mode first).
-ValidatorFn make_cuda_validator(std::string_view mode);
+// "structural"; parse the mount option with parse_mode first).
+ValidatorFn make_validator(std::string_view mode);
 
-}  // namespace sealfs
+}  // namespace sealfs::cuda

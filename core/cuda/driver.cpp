@@ -1,4 +1,4 @@
-// CudaDriver: dlopen("libcuda.so.1") and our own function-pointer types, so
+// Driver: dlopen("libcuda.so.1") and our own function-pointer types, so
 // neither the toolkit nor the driver is needed to build (see cuda_driver.hpp).
 #include "core/cuda/driver.hpp"
 
@@ -19,9 +19,9 @@ static_assert(sealfs::kCudaErrorNoDevice == CUDA_ERROR_NO_DEVICE);
 static_assert(sealfs::kCudaErrorUnsupportedPtxVersion == CUDA_ERROR_UNSUPPORTED_PTX_VERSION);
 #endif
 
-namespace sealfs {
+namespace sealfs::cuda::detail {
 
-struct CudaDriver::Api {
+struct Driver::Api {
   using CUresult = int;
   using CUdevice = int;
   using CUcontext = void*;
@@ -51,13 +51,13 @@ struct CudaDriver::Api {
   }
 };
 
-CudaDriver& CudaDriver::instance() {
+Driver& Driver::instance() {
   // A function-local static is initialised exactly once, thread-safely (C++11).
-  static CudaDriver driver;
+  static Driver driver;
   return driver;
 }
 
-CudaDriver::CudaDriver() : api_(std::make_unique<Api>()) {
+Driver::Driver() : api_(std::make_unique<Api>()) {
   Api& api = *api_;
   api.handle = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (api.handle == nullptr) {
@@ -86,9 +86,9 @@ CudaDriver::CudaDriver() : api_(std::make_unique<Api>()) {
   if (!available_) std::cerr << "sealfs: " << reason_ << "; CUDA images are validated structurally only\n";
 }
 
-CudaDriver::~CudaDriver() = default;
+Driver::~Driver() = default;
 
-DriverLoad CudaDriver::load(const CudaLoadable& image) {
+DriverLoad Driver::load(const Loadable& image) {
   DriverLoad result;
   if (!available_) {
     result.message = reason_;
@@ -130,4 +130,4 @@ DriverLoad CudaDriver::load(const CudaLoadable& image) {
   return result;
 }
 
-}  // namespace sealfs
+}  // namespace sealfs::cuda::detail

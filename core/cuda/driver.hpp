@@ -8,7 +8,7 @@
 
 #include "core/cuda/cuda.hpp"
 
-namespace sealfs {
+namespace sealfs::cuda::detail {
 
 // CUresult values sealfs acts on (from the driver API; cuda.h is not needed).
 inline constexpr int kCudaSuccess = 0;
@@ -31,29 +31,29 @@ struct DriverLoad {
   std::string message;  // "CUDA_ERROR_INVALID_IMAGE (200)"
 };
 
-class CudaDriver {
+class Driver {
  public:
   // The process-wide driver, initialised once (thread-safe). When there is
   // no driver or no device, that is said once on stderr and available() is false.
-  static CudaDriver& instance();
+  static Driver& instance();
 
   bool available() const { return available_; }
   const std::string& unavailable_reason() const { return reason_; }
 
   // Load one image as a module on the first device, then unload it. Safe to
   // call from any thread.
-  DriverLoad load(const CudaLoadable& image);
+  DriverLoad load(const Loadable& image);
 
-  CudaDriver(const CudaDriver&) = delete;
-  CudaDriver& operator=(const CudaDriver&) = delete;
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
 
  private:
-  CudaDriver();
-  ~CudaDriver();
+  Driver();
+  ~Driver();
   struct Api;
   std::unique_ptr<Api> api_;
   bool available_ = false;
   std::string reason_;
 };
 
-}  // namespace sealfs
+}  // namespace sealfs::cuda::detail

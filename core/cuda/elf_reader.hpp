@@ -10,7 +10,7 @@
 #include "core/base/result.hpp"
 #include "core/cuda/byte_reader.hpp"
 
-namespace sealfs::cuda_detail {
+namespace sealfs::cuda::detail {
 
 inline constexpr std::uint16_t kEmCuda = 190;  // e_machine of a cubin
 
@@ -53,4 +53,4 @@ Result<ElfInfo> parse_elf(Bytes bytes, ElfDetail detail = ElfDetail::sections);
 // on (CUDA 12.8+ and 13: sm_90 → 0x...5a..), bits 0..7 before.
 unsigned cubin_sm(const ElfInfo& elf);
 
-}  // namespace sealfs::cuda_detail
+}  // namespace sealfs::cuda::detail

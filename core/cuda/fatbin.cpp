@@ -8,7 +8,7 @@
 #include "core/cuda/elf_reader.hpp"
 #include "core/cuda/ptx_text.hpp"
 
-namespace sealfs::cuda_detail {
+namespace sealfs::cuda::detail {
 namespace {
 
 // Offsets inside an entry header.
@@ -126,4 +126,4 @@ Result<Fatbin> parse_fatbin(Bytes bytes) {
   return fatbin;
 }
 
-}  // namespace sealfs::cuda_detail
+}  // namespace sealfs::cuda::detail

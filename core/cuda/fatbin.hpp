@@ -22,7 +22,7 @@
 #include "core/base/result.hpp"
 #include "core/cuda/byte_reader.hpp"
 
-namespace sealfs::cuda_detail {
+namespace sealfs::cuda::detail {
 
 inline constexpr std::uint32_t kFatbinMagic = 0xBA55ED50;
 inline constexpr std::uint16_t kFatbinVersion = 1;
@@ -68,4 +68,4 @@ bool looks_like_fatbin(Bytes bytes);
 // EBADMSG with the reason on any defect.
 Result<Fatbin> parse_fatbin(Bytes bytes);
 
-}  // namespace sealfs::cuda_detail
+}  // namespace sealfs::cuda::detail

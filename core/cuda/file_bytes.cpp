@@ -1,4 +1,4 @@
-// FileBytes (see cuda_file_bytes.hpp).
+// FileBytes (see file_bytes.hpp).
 #include "core/cuda/file_bytes.hpp"
 
 #include <sys/mman.h>
@@ -9,7 +9,7 @@
 #include <limits>
 #include <utility>
 
-namespace sealfs {
+namespace sealfs::cuda::detail {
 
 Result<FileBytes> FileBytes::load(int fd) {
   struct stat st {};
@@ -71,4 +71,4 @@ void FileBytes::reset() {
   size_ = 0;
 }
 
-}  // namespace sealfs
+}  // namespace sealfs::cuda::detail

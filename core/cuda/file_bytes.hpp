@@ -14,7 +14,7 @@
 
 #include "core/base/result.hpp"
 
-namespace sealfs {
+namespace sealfs::cuda::detail {
 
 class FileBytes {
  public:
@@ -40,4 +40,4 @@ class FileBytes {
   std::size_t size_ = 0;
 };
 
-}  // namespace sealfs
+}  // namespace sealfs::cuda::detail

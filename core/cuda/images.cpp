@@ -1,4 +1,4 @@
-// Discovery of CUDA device images in a file's bytes (scan_cuda_images in
+// Discovery of CUDA device images in a file's bytes (scan_images in
 // cuda.hpp): standalone cubin, fatbin or PTX; in a host ELF, the fatbins of
 // .nv_fatbin and fatbin/cubin blobs embedded in data sections, found by magic
 // (TVM-based compilers such as TileLang keep device code in a data blob).
@@ -16,19 +16,19 @@
 #include "core/cuda/magic_scan.hpp"
 #include "core/cuda/ptx_text.hpp"
 
-namespace sealfs {
+namespace sealfs::cuda {
 
-using cuda_detail::Bytes;
+using detail::Bytes;
 
-std::string CudaImageInfo::arch_name() const {
-  const char* prefix = kind == CudaImageKind::elf ? "sm_" : kind == CudaImageKind::ptx ? "compute_" : "lto_";
+std::string ImageInfo::arch_name() const {
+  const char* prefix = kind == ImageKind::elf ? "sm_" : kind == ImageKind::ptx ? "compute_" : "lto_";
   return prefix + std::to_string(arch) + arch_suffix;
 }
 
 namespace {
 
-using cuda_detail::kElfMagicBytes;
-using cuda_detail::kFatbinMagicBytes;
+using detail::kElfMagicBytes;
+using detail::kFatbinMagicBytes;
 constexpr std::string_view kNvFatbinSection = ".nv_fatbin";
 
 std::string hex_offset(std::uint64_t offset) {
@@ -41,14 +41,14 @@ class Scanner {
  public:
   explicit Scanner(Bytes file) : file_(file) {}
 
-  Result<CudaScan> run() {
+  Result<Scan> run() {
     if (file_.empty()) return make_error(EBADMSG, "empty file");
-    if (cuda_detail::has_elf_magic(file_)) {
+    if (detail::has_elf_magic(file_)) {
       if (auto st = scan_elf(); !st) return st.error();
     } else if (file_.size() >= sizeof(kFatbinMagicBytes) &&
                std::memcmp(file_.data(), kFatbinMagicBytes, sizeof(kFatbinMagicBytes)) == 0) {
       if (auto st = walk_fatbins(file_, 0, "file"); !st) return st.error();
-    } else if (cuda_detail::looks_like_ptx(file_)) {
+    } else if (detail::looks_like_ptx(file_)) {
       if (auto st = add_ptx(); !st) return st.error();
     } else if (is_cut_magic()) {
       return make_error(EBADMSG, "truncated inside the file's magic number");
@@ -65,14 +65,14 @@ class Scanner {
   }
 
   Status scan_elf() {
-    auto elf = cuda_detail::parse_elf(file_);
+    auto elf = detail::parse_elf(file_);
     if (!elf) {
       if (elf.code() == ENOTSUP) return {};  // big-endian: not a CUDA target, nothing to find
       return elf.error();
     }
-    if (elf->machine == cuda_detail::kEmCuda) {
+    if (elf->machine == detail::kEmCuda) {
       add_cubin_image(*elf);
-      out_.loadables.push_back(CudaLoadable{CudaLoadable::Form::cubin, file_.first(elf->extent), "cubin"});
+      out_.loadables.push_back(Loadable{Loadable::Form::cubin, file_.first(elf->extent), "cubin"});
       return {};
     }
     if (elf->sections.empty()) return scan_data(file_, 1, "file");  // no section table: look everywhere
@@ -109,25 +109,25 @@ class Scanner {
 
   // A data section: fatbins and cubins found by their magic numbers.
   Status scan_data(Bytes region, std::uint64_t from, const std::string& where) {
-    const std::uint64_t base = static_cast<std::uint64_t>(region.data() - file_.data());
+    const auto base = static_cast<std::uint64_t>(region.data() - file_.data());
     std::uint64_t pos = from;
     while (pos < region.size()) {
-      const std::uint64_t hit = cuda_detail::find_next_magic(region, pos);
+      const std::uint64_t hit = detail::find_next_magic(region, pos);
       if (hit >= region.size()) return {};
       const Bytes rest = region.subspan(hit);
       std::uint64_t consumed = 1;  // a chance match: move on by one byte
-      if (cuda_detail::looks_like_fatbin(rest)) {
+      if (detail::looks_like_fatbin(rest)) {
         auto size = add_fatbin(rest, base + hit, where);
         if (!size) return size.error();
         consumed = *size;
-      } else if (cuda_detail::looks_like_cubin(rest)) {
-        auto elf = cuda_detail::parse_elf(rest, cuda_detail::ElfDetail::headers);
+      } else if (detail::looks_like_cubin(rest)) {
+        auto elf = detail::parse_elf(rest, detail::ElfDetail::headers);
         if (!elf)
           return make_error(EBADMSG,
                             where + ": cubin at " + hex_offset(base + hit) + ": " + elf.error().message);
         add_cubin_image(*elf);
-        out_.loadables.push_back(CudaLoadable{CudaLoadable::Form::cubin, rest.first(elf->extent),
-                                              where + " cubin at " + hex_offset(base + hit)});
+        out_.loadables.push_back(Loadable{Loadable::Form::cubin, rest.first(elf->extent),
+                                          where + " cubin at " + hex_offset(base + hit)});
         consumed = elf->extent;
       }
       pos = hit + consumed;
@@ -137,46 +137,45 @@ class Scanner {
 
   // Returns the container's size.
   Result<std::uint64_t> add_fatbin(Bytes rest, std::uint64_t offset, const std::string& where) {
-    auto fatbin = cuda_detail::parse_fatbin(rest);
+    auto fatbin = detail::parse_fatbin(rest);
     if (!fatbin)
       return make_error(EBADMSG, where + ": fatbin at " + hex_offset(offset) + ": " + fatbin.error().message);
     for (const auto& entry : fatbin->entries) {
-      CudaImageInfo image;
-      image.kind = entry.kind == cuda_detail::FatbinKind::elf   ? CudaImageKind::elf
-                   : entry.kind == cuda_detail::FatbinKind::ptx ? CudaImageKind::ptx
-                                                                : CudaImageKind::lto;
+      ImageInfo image;
+      image.kind = entry.kind == detail::FatbinKind::elf   ? ImageKind::elf
+                   : entry.kind == detail::FatbinKind::ptx ? ImageKind::ptx
+                                                           : ImageKind::lto;
       image.arch = entry.arch;
-      if ((entry.flags & cuda_detail::kFatbinFlagArchSpecific) != 0)
+      if ((entry.flags & detail::kFatbinFlagArchSpecific) != 0)
         image.arch_suffix = "a";
-      else if ((entry.flags & cuda_detail::kFatbinFlagFamily) != 0)
+      else if ((entry.flags & detail::kFatbinFlagFamily) != 0)
         image.arch_suffix = "f";
       image.compressed = entry.compressed();
       out_.images.push_back(std::move(image));
     }
-    out_.loadables.push_back(CudaLoadable{CudaLoadable::Form::fatbin, rest.first(fatbin->total_size),
-                                          where + " fatbin at " + hex_offset(offset)});
+    out_.loadables.push_back(Loadable{Loadable::Form::fatbin, rest.first(fatbin->total_size),
+                                      where + " fatbin at " + hex_offset(offset)});
     return fatbin->total_size;
   }
 
-  void add_cubin_image(const cuda_detail::ElfInfo& elf) {
-    out_.images.push_back(CudaImageInfo{CudaImageKind::elf, cuda_detail::cubin_sm(elf), "", false});
+  void add_cubin_image(const detail::ElfInfo& elf) {
+    out_.images.push_back(ImageInfo{ImageKind::elf, detail::cubin_sm(elf), "", false});
   }
 
   Status add_ptx() {
-    auto ptx =
-        cuda_detail::check_ptx(std::string_view(reinterpret_cast<const char*>(file_.data()), file_.size()));
+    auto ptx = detail::check_ptx(std::string_view(reinterpret_cast<const char*>(file_.data()), file_.size()));
     if (!ptx) return ptx.error();
-    out_.images.push_back(CudaImageInfo{CudaImageKind::ptx, ptx->sm, ptx->suffix, false});
-    out_.loadables.push_back(CudaLoadable{CudaLoadable::Form::ptx, file_, "PTX"});
+    out_.images.push_back(ImageInfo{ImageKind::ptx, ptx->sm, ptx->suffix, false});
+    out_.loadables.push_back(Loadable{Loadable::Form::ptx, file_, "PTX"});
     return {};
   }
 
   Bytes file_;
-  CudaScan out_;
+  Scan out_;
 };
 
 }  // namespace
 
-Result<CudaScan> scan_cuda_images(std::span<const std::byte> file) { return Scanner(file).run(); }
+Result<Scan> scan_images(std::span<const std::byte> file) { return Scanner(file).run(); }
 
-}  // namespace sealfs
+}  // namespace sealfs::cuda

@@ -8,7 +8,7 @@
 #include <emmintrin.h>
 #endif
 
-namespace sealfs::cuda_detail {
+namespace sealfs::cuda::detail {
 namespace {
 
 bool magic_at(const unsigned char* p) {
@@ -48,4 +48,4 @@ std::uint64_t find_next_magic(Bytes bytes, std::uint64_t from) {
   return size;
 }
 
-}  // namespace sealfs::cuda_detail
+}  // namespace sealfs::cuda::detail

@@ -6,7 +6,7 @@
 
 #include "core/cuda/byte_reader.hpp"
 
-namespace sealfs::cuda_detail {
+namespace sealfs::cuda::detail {
 
 // The 4-byte magic numbers sought: a fatbin (0xBA55ED50, little-endian) and an
 // ELF image (a cubin when its e_machine says so).
@@ -17,4 +17,4 @@ inline constexpr unsigned char kElfMagicBytes[] = {0x7f, 'E', 'L', 'F'};
 // or bytes.size() when there is none.
 std::uint64_t find_next_magic(Bytes bytes, std::uint64_t from);
 
-}  // namespace sealfs::cuda_detail
+}  // namespace sealfs::cuda::detail

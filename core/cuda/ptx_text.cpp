@@ -5,10 +5,10 @@
 #include <cctype>
 #include <cerrno>
 
-namespace sealfs::cuda_detail {
+namespace sealfs::cuda::detail {
 namespace {
 
-constexpr std::size_t kSniffBytes = 64 * 1024;
+constexpr std::size_t kSniffBytes = std::size_t{64} * 1024;
 
 Error damaged(std::string what) { return make_error(EBADMSG, "PTX: " + std::move(what)); }
 
@@ -39,12 +39,11 @@ bool looks_like_ptx(Bytes bytes) {
                      [](char c) { return is_text_byte(static_cast<unsigned char>(c)); });
 }
 
-Result<PtxInfo> check_ptx(std::string_view text) {
-  while (!text.empty() && text.back() == '\0') text.remove_suffix(1);
-  if (text.empty()) return damaged("empty");
-  if (text.find('\0') != std::string_view::npos) return damaged("NUL byte inside the text");
+namespace {
 
-  // Walk the text once: comments, strings, brace depth.
+// Walks the text once: comments, strings, brace depth. Text cut off inside a
+// comment, a string or a block is damage, and so is a byte that is not text.
+Status check_body(std::string_view text) {
   int depth = 0;
   enum class State { code, line_comment, block_comment, string } state = State::code;
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -91,7 +90,11 @@ Result<PtxInfo> check_ptx(std::string_view text) {
   if (state == State::block_comment || state == State::string)
     return damaged("ends inside a comment or string (truncated?)");
   if (depth != 0) return damaged("unbalanced braces (truncated?)");
+  return {};
+}
 
+// The .version and .target directives; the architecture .target names.
+Result<PtxInfo> read_target(std::string_view text) {
   const std::size_t version = find_directive(text, ".version");
   if (version == std::string_view::npos) return damaged("no .version directive");
   std::size_t at = find_directive(text, ".target");
@@ -111,4 +114,14 @@ Result<PtxInfo> check_ptx(std::string_view text) {
   return info;
 }
 
-}  // namespace sealfs::cuda_detail
+}  // namespace
+
+Result<PtxInfo> check_ptx(std::string_view text) {
+  while (!text.empty() && text.back() == '\0') text.remove_suffix(1);
+  if (text.empty()) return damaged("empty");
+  if (text.find('\0') != std::string_view::npos) return damaged("NUL byte inside the text");
+  if (auto body = check_body(text); !body) return body.error();
+  return read_target(text);
+}
+
+}  // namespace sealfs::cuda::detail

@@ -10,7 +10,7 @@
 #include "core/base/result.hpp"
 #include "core/cuda/byte_reader.hpp"
 
-namespace sealfs::cuda_detail {
+namespace sealfs::cuda::detail {
 
 struct PtxInfo {
   unsigned sm = 0;     // from ".target sm_NN"
@@ -24,4 +24,4 @@ bool looks_like_ptx(Bytes bytes);
 // text may end in NUL padding (as PTX inside a fatbin does). EBADMSG on defects.
 Result<PtxInfo> check_ptx(std::string_view text);
 
-}  // namespace sealfs::cuda_detail
+}  // namespace sealfs::cuda::detail

@@ -8,20 +8,20 @@
 #include "core/cuda/driver.hpp"
 #include "core/cuda/file_bytes.hpp"
 
-namespace sealfs {
+namespace sealfs::cuda {
 namespace {
 
 constexpr std::string_view kDriverLoaded = "loaded";
 constexpr std::string_view kDriverNotOnThisDevice = "not-validated-on-this-device";
 constexpr std::string_view kDriverNotRun = "not-run";
 
-std::string_view kind_name(CudaImageKind kind) {
+std::string_view kind_name(ImageKind kind) {
   switch (kind) {
-    case CudaImageKind::elf:
+    case ImageKind::elf:
       return "elf";
-    case CudaImageKind::ptx:
+    case ImageKind::ptx:
       return "ptx";
-    case CudaImageKind::lto:
+    case ImageKind::lto:
       return "lto";
   }
   return "elf";
@@ -35,34 +35,34 @@ bool names_a_device_image(std::string_view name) {
 }
 
 // Run every loadable through the driver; fills check.driver, or marks damage.
-void check_with_driver(const CudaScan& scan, CudaFileCheck& check) {
+void check_with_driver(const Scan& scan, FileCheck& check) {
   if (scan.loadables.empty()) return;
-  CudaDriver& driver = CudaDriver::instance();
+  detail::Driver& driver = detail::Driver::instance();
   if (!driver.available()) return;  // said once on stderr by the driver
   bool all_loaded = true;
   for (const auto& image : scan.loadables) {
-    const DriverLoad load = driver.load(image);
-    if (load.verdict == DriverVerdict::invalid) {
+    const detail::DriverLoad load = driver.load(image);
+    if (load.verdict == detail::DriverVerdict::invalid) {
       check.sound = false;
       check.reason = image.where + ": the CUDA driver refuses it: " + load.message;
       return;
     }
-    all_loaded = all_loaded && load.verdict == DriverVerdict::loaded;
+    all_loaded = all_loaded && load.verdict == detail::DriverVerdict::loaded;
   }
   check.driver = all_loaded ? kDriverLoaded : kDriverNotOnThisDevice;
 }
 
 }  // namespace
 
-Result<CudaMode> parse_cuda_mode(std::string_view mode) {
-  if (mode == "off") return CudaMode::off;
-  if (mode == "structural") return CudaMode::structural;
-  if (mode == "driver") return CudaMode::driver;
+Result<Mode> parse_mode(std::string_view mode) {
+  if (mode == "off") return Mode::off;
+  if (mode == "structural") return Mode::structural;
+  if (mode == "driver") return Mode::driver;
   return make_error(EINVAL,
                     "cuda_validate must be off, structural or driver, not '" + std::string(mode) + "'");
 }
 
-std::string cuda_record_json(const std::vector<CudaImageInfo>& images, std::string_view driver) {
+std::string record_json(const std::vector<ImageInfo>& images, std::string_view driver) {
   // Canonical: keys sorted, images sorted by (kind, arch) and without
   // duplicates, so equal content gives equal bytes. Names are [a-z0-9_-] only.
   std::vector<std::pair<std::string_view, std::string>> rows;
@@ -70,22 +70,22 @@ std::string cuda_record_json(const std::vector<CudaImageInfo>& images, std::stri
   for (const auto& image : images) rows.emplace_back(kind_name(image.kind), image.arch_name());
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-  std::string json = "{\"driver\":\"" + std::string(driver) + "\",\"images\":[";
+  std::string json = R"({"driver":")" + std::string(driver) + R"(","images":[)";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     if (i != 0) json += ',';
-    json += "{\"arch\":\"" + rows[i].second + "\",\"kind\":\"" + std::string(rows[i].first) + "\"}";
+    json += R"({"arch":")" + rows[i].second + R"(","kind":")" + std::string(rows[i].first) + R"("})";
   }
   json += "]}";
   return json;
 }
 
-Result<CudaFileCheck> check_cuda_file(int fd, CudaMode mode, std::string_view name) {
-  CudaFileCheck check;
+Result<FileCheck> check_file(int fd, Mode mode, std::string_view name) {
+  FileCheck check;
   check.driver = std::string(kDriverNotRun);  // until the driver says more
-  if (mode == CudaMode::off) return check;
-  auto content = FileBytes::load(fd);
+  if (mode == Mode::off) return check;
+  auto content = detail::FileBytes::load(fd);
   if (!content) return content.error();
-  auto scan = scan_cuda_images(content->bytes());
+  auto scan = scan_images(content->bytes());
   if (!scan) {
     check.sound = false;
     check.reason = scan.error().message;
@@ -97,17 +97,17 @@ Result<CudaFileCheck> check_cuda_file(int fd, CudaMode mode, std::string_view na
     return check;
   }
   check.images = scan->images;
-  if (mode == CudaMode::driver) check_with_driver(*scan, check);
+  if (mode == Mode::driver) check_with_driver(*scan, check);
   return check;
 }
 
-ValidatorFn make_cuda_validator(std::string_view mode) {
-  const CudaMode parsed = parse_cuda_mode(mode).ok() ? *parse_cuda_mode(mode) : CudaMode::structural;
+ValidatorFn make_validator(std::string_view mode) {
+  const Mode parsed = parse_mode(mode).ok() ? *parse_mode(mode) : Mode::structural;
   return [parsed](int fd, std::string_view rel) -> ValidationOutcome {
     ValidationOutcome outcome;
-    if (parsed == CudaMode::off) return outcome;
+    if (parsed == Mode::off) return outcome;
     try {
-      auto check = check_cuda_file(fd, parsed, rel);
+      auto check = check_file(fd, parsed, rel);
       if (!check) {
         // Unreadable now means unverifiable: refusing keeps damage out.
         outcome.accepted = false;
@@ -116,7 +116,7 @@ ValidatorFn make_cuda_validator(std::string_view mode) {
         outcome.accepted = false;
         outcome.reason = std::string(rel) + ": broken CUDA image: " + check->reason;
       } else if (!check->images.empty()) {
-        outcome.record_json = cuda_record_json(check->images, check->driver);
+        outcome.record_json = record_json(check->images, check->driver);
       }
     } catch (const std::bad_alloc&) {  // the only thing that can throw here
       outcome.accepted = false;
@@ -126,4 +126,4 @@ ValidatorFn make_cuda_validator(std::string_view mode) {
   };
 }
 
-}  // namespace sealfs
+}  // namespace sealfs::cuda

@@ -37,6 +37,97 @@ Error check_failure(const std::string& path, const std::string& what, int code) 
   return make_error(code, path + ": " + what + " (" + std::strerror(code) + ")");
 }
 
+// The steps of EntryVerifier::verify before any listed file is looked at.
+// Each returns false when it has decided the verdict (v says why).
+
+// Reads the entry's manifest into v.
+bool load_manifest(const EntryLocation& where, EntryVerdict& v) {
+  auto loaded = read_manifest_at(where.base_fd, where.manifest_name);
+  if (!loaded) {
+    v.reason = "manifest: " + loaded.error().message;
+    if (loaded.code() != EBADMSG) {
+      // Gone since the caller saw it (a concurrent publish or unlink), or
+      // unreadable for now (EMFILE…): not evidence about the entry.
+      v.transient = true;
+      if (loaded.code() != ENOENT) v.error = loaded.code();
+    }
+    return false;
+  }
+  v.manifest_stamp = loaded->stamp;
+  v.manifest = std::make_shared<const Manifest>(std::move(loaded->manifest));
+  return true;
+}
+
+// A file entry's sidecar lists exactly its file, under its name, and the
+// name still holds the object this verdict is for.
+bool file_entry_is_itself(const EntryLocation& where, const Manifest& manifest, EntryVerdict& v) {
+  const bool hashed_name = sidecar_is_hashed(where.file_name);
+  if (manifest.files.size() != 1 || manifest.files.begin()->first != where.file_name) {
+    v.reason = "sidecar does not list exactly " + where.file_name;
+    return false;
+  }
+  if ((hashed_name && manifest.name != where.file_name) ||
+      (manifest.name && *manifest.name != where.file_name)) {
+    v.reason = "sidecar records another name";
+    return false;
+  }
+  // A file entry is one object: the name must still hold the file this
+  // verdict is for (a publish may have replaced it since it was judged).
+  auto now = stat_at(where.base_fd, where.file_name);
+  if (!now || now->st_dev != where.dev || now->st_ino != where.ino) {
+    v.reason = where.file_name + ": replaced during verification";
+    v.transient = true;
+    return false;
+  }
+  return true;
+}
+
+// Every listed path is a valid manifest path, and no hashed record is larger
+// than the profile allows.
+bool listed_paths_acceptable(const Manifest& manifest, std::uint64_t max_hashed_size, EntryVerdict& v) {
+  for (const auto& [path, rec] : manifest.files) {
+    if (!is_valid_manifest_path(path) || path_has_reserved_component(path)) {
+      v.reason = "manifest lists an invalid path";
+      return false;
+    }
+    // A cap on the work one entry can cause: its size is evidence enough.
+    auto alt = manifest.accept.find(path);
+    for (const FileRecord* r : {&rec, alt == manifest.accept.end() ? nullptr : &alt->second}) {
+      if (r != nullptr && r->sha256 && r->size > max_hashed_size) {
+        v.reason = path + ": " + std::to_string(r->size) + " bytes, above the profile's max_file_size of " +
+                   std::to_string(max_hashed_size);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// Symlink records (what a symlink leads to is never verified). In a
+// directory entry the target stays inside the entry, and a name the profile
+// hashes must be a regular file. A file entry of its own in a container (a
+// symlink made there, shown as it is like a FIFO, R10) may point anywhere,
+// but not under a name a validator guards (tilelang's *.so): an artefact.
+bool symlink_records_allowed(const EntryLocation& where, const Manifest& manifest, const Profile* profile,
+                             EntryVerdict& v) {
+  for (const auto* records : {&manifest.files, &manifest.accept}) {
+    for (const auto& [path, rec] : *records) {
+      if (!rec.symlink) continue;
+      const std::string rel = join_rel(where.rel, path);
+      if (!where.file_entry && !symlink_stays_inside(path, *rec.symlink)) {
+        v.reason = path + ": symlink target leaves the entry";
+        return false;
+      }
+      const bool hashed = profile != nullptr && !profile->is_size_only(rel);
+      if (hashed && (!where.file_entry || !profile->validators_for(rel).empty())) {
+        v.reason = path + ": a symlink where the profile hashes (must be a regular file)";
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 // EACCES/EPERM: a listed file the daemon may not read stays that way until
@@ -125,7 +216,7 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::cached(const EntryLocation& w
 }
 
 std::shared_ptr<const EntryVerdict> EntryVerifier::check(const EntryLocation& where, VerifyDepth depth,
-                                                         ForceHash force) {
+                                                         const ForceHash& force) {
   const auto now = std::chrono::steady_clock::now();
   if (depth != VerifyDepth::fresh && !force.any()) {
     // One stat of the manifest serves both maps.
@@ -187,116 +278,56 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::verify(const EntryLocation& w
   auto v = std::make_shared<EntryVerdict>();
   v->checked = std::chrono::steady_clock::now();
   v->hashed = hash;
-  auto loaded = read_manifest_at(where.base_fd, where.manifest_name);
-  if (!loaded) {
-    v->reason = "manifest: " + loaded.error().message;
-    if (loaded.code() != EBADMSG) {
-      // Gone since the caller saw it (a concurrent publish or unlink), or
-      // unreadable for now (EMFILE…): not evidence about the entry.
-      v->transient = true;
-      if (loaded.code() != ENOENT) v->error = loaded.code();
-    }
-    return v;
-  }
-  v->manifest_stamp = loaded->stamp;
-  auto manifest = std::make_shared<const Manifest>(std::move(loaded->manifest));
-  v->manifest = manifest;
-  if (where.file_entry) {
-    const bool hashed_name = sidecar_is_hashed(where.file_name);
-    if (manifest->files.size() != 1 || manifest->files.begin()->first != where.file_name) {
-      v->reason = "sidecar does not list exactly " + where.file_name;
-      return v;
-    }
-    if ((hashed_name && manifest->name != where.file_name) ||
-        (manifest->name && *manifest->name != where.file_name)) {
-      v->reason = "sidecar records another name";
-      return v;
-    }
-  }
-  if (where.file_entry) {
-    // A file entry is one object: the name must still hold the file this
-    // verdict is for (a publish may have replaced it since it was judged).
-    auto now = stat_at(where.base_fd, where.file_name);
-    if (!now || now->st_dev != where.dev || now->st_ino != where.ino) {
-      v->reason = where.file_name + ": replaced during verification";
-      v->transient = true;
-      return v;
-    }
-  }
-  for (const auto& [path, rec] : manifest->files) {
-    if (!is_valid_manifest_path(path) || path_has_reserved_component(path)) {
-      v->reason = "manifest lists an invalid path";
-      return v;
-    }
-    // A cap on the work one entry can cause: its size is evidence enough.
-    auto alt = manifest->accept.find(path);
-    for (const FileRecord* r : {&rec, alt == manifest->accept.end() ? nullptr : &alt->second}) {
-      if (r != nullptr && r->sha256 && r->size > max_hashed_size_) {
-        v->reason = path + ": " + std::to_string(r->size) + " bytes, above the profile's max_file_size of " +
-                    std::to_string(max_hashed_size_);
-        return v;
-      }
-    }
-  }
-  // Symlink records (what a symlink leads to is never verified). In a
-  // directory entry the target stays inside the entry, and a name the profile
-  // hashes must be a regular file. A file entry of its own in a container (a
-  // symlink made there, shown as it is like a FIFO, R10) may point anywhere,
-  // but not under a name a validator guards (tilelang's *.so): an artefact.
-  for (const auto* records : {&manifest->files, &manifest->accept}) {
-    for (const auto& [path, rec] : *records) {
-      if (!rec.symlink) continue;
-      const std::string rel = join_rel(where.rel, path);
-      if (!where.file_entry && !symlink_stays_inside(path, *rec.symlink)) {
-        v->reason = path + ": symlink target leaves the entry";
-        return v;
-      }
-      const bool hashed = profile_ != nullptr && !profile_->is_size_only(rel);
-      if (hashed && (!where.file_entry || !profile_->validators_for(rel).empty())) {
-        v->reason = path + ": a symlink where the profile hashes (must be a regular file)";
-        return v;
-      }
-    }
-  }
+  if (!load_manifest(where, *v)) return v;
+  const Manifest& manifest = *v->manifest;
+  if (where.file_entry && !file_entry_is_itself(where, manifest, *v)) return v;
+  if (!listed_paths_acceptable(manifest, max_hashed_size_, *v)) return v;
+  if (!symlink_records_allowed(where, manifest, profile_, *v)) return v;
+  if (!check_listed_files(where, manifest, hash, force, *v)) return v;
+  v->valid = true;
+  return v;
+}
+
+bool EntryVerifier::check_listed_files(const EntryLocation& where, const Manifest& manifest, bool hash,
+                                       const ForceHash& force, EntryVerdict& v) const {
   // Cheap rejections first: every type and size before any hashing.
   for (int pass = 0; pass < (hash ? 2 : 1); ++pass) {
-    for (const auto& [path, rec] : manifest->files) {
-      auto alt = manifest->accept.find(path);
+    for (const auto& [path, rec] : manifest.files) {
+      auto alt = manifest.accept.find(path);
       Stamp seen;
       const bool forced = force.covers(path);
       Status s =
           check_listed_file(verifier_, where.base_fd, path, rec,
-                            alt == manifest->accept.end() ? nullptr : &alt->second, pass == 1, forced, &seen);
+                            alt == manifest.accept.end() ? nullptr : &alt->second, pass == 1, forced, &seen);
       if (!s && s.code() != EBADMSG) {
-        v->reason = s.error().message;
-        v->transient = true;
-        v->error = s.code();
-        return v;
+        v.reason = s.error().message;
+        v.transient = true;
+        v.error = s.code();
+        return false;
       }
       if (!s && listed_file_in_progress(where.base_fd, path)) {
-        v->amending = true;  // written through M right now: its seal decides (R4)
+        v.amending = true;  // written through M right now: its seal decides (R4)
         continue;
       }
       if (!s) {
-        v->reason = s.error().message;
+        v.reason = s.error().message;
         // A manifest replaced while we checked (an amend, seal or R6 swap
         // through the mount) describes other content: not damage, ask again.
         auto stamp_now = manifest_stamp_at(where.base_fd, where.manifest_name);
-        v->transient = !stamp_now || !(*stamp_now == v->manifest_stamp);
-        return v;
+        v.transient = !stamp_now || !(*stamp_now == v.manifest_stamp);
+        return false;
       }
       // A file entry is one object: the name must still hold the file this
       // verdict is for (it may have been replaced by a publish meanwhile).
       if (where.file_entry && (seen.dev != where.dev || seen.ino != where.ino)) {
-        v->reason = path + ": replaced during verification";
-        v->transient = true;
-        return v;
+        v.reason = path + ": replaced during verification";
+        v.transient = true;
+        return false;
       }
-      v->file_stamps[path] = seen;
+      v.file_stamps[path] = seen;
     }
   }
-  v->valid = true;
-  return v;
+  return true;
 }
 
 }  // namespace sealfs

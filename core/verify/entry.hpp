@@ -89,7 +89,7 @@ class EntryVerifier {
   // force: the files hashed regardless of the stamp cache (verify=always on
   // open: one path; fsck: every file).
   std::shared_ptr<const EntryVerdict> check(const EntryLocation& where, VerifyDepth depth,
-                                            ForceHash force = {});
+                                            const ForceHash& force = {});
   // The cached verdict, whatever its age, if the manifest is unchanged.
   std::shared_ptr<const EntryVerdict> cached(const EntryLocation& where);
   // Records of hashed files larger than this are damage, never hashed (the
@@ -107,6 +107,10 @@ class EntryVerifier {
 
  private:
   std::shared_ptr<const EntryVerdict> verify(const EntryLocation& where, bool hash, const ForceHash& force);
+  // verify()'s last step: each listed file against its record (types and
+  // sizes of all, then hashes). False when it decided the verdict in v.
+  bool check_listed_files(const EntryLocation& where, const Manifest& manifest, bool hash,
+                          const ForceHash& force, EntryVerdict& v) const;
 
   Verifier& verifier_;
   const Profile* profile_;

@@ -13,7 +13,7 @@
 namespace sealfs::cli {
 namespace {
 
-std::string describe_images(const std::vector<CudaImageInfo>& images) {
+std::string describe_images(const std::vector<cuda::ImageInfo>& images) {
   if (images.empty()) return "no CUDA images";
   std::string text;
   for (const auto& image : images) {
@@ -29,7 +29,7 @@ std::string describe_images(const std::vector<CudaImageInfo>& images) {
 int run_cuda_check(const std::vector<std::string>& files, std::string_view mode, std::ostream& out,
                    std::ostream& err) {
   constexpr int kSound = 0, kBroken = 1, kUsage = 2;
-  const auto parsed = parse_cuda_mode(mode.empty() ? "structural" : mode);
+  const auto parsed = cuda::parse_mode(mode.empty() ? "structural" : mode);
   if (!parsed) {
     err << "sealfs cuda-check: " << parsed.error().message << '\n';
     return kUsage;
@@ -50,7 +50,7 @@ int run_cuda_check(const std::vector<std::string>& files, std::string_view mode,
         any_usage = true;
         continue;
       }
-      auto check = check_cuda_file(fd.get(), *parsed, file);
+      auto check = cuda::check_file(fd.get(), *parsed, file);
       if (!check) {
         err << file << ": " << check.error().message << ": " << std::strerror(check.error().code) << '\n';
         any_usage = true;

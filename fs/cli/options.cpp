@@ -99,7 +99,7 @@ std::optional<Status> apply_backing_option(const Option& opt, BackingOptions& o)
     if (!seconds) return seconds.error();
     o.cache_timeout = *seconds;
   } else if (opt.key == "cuda_validate") {
-    if (auto mode = parse_cuda_mode(opt.value); !mode)
+    if (auto mode = cuda::parse_mode(opt.value); !mode)
       return make_error(EINVAL, "cuda_validate must be off, structural or driver, not '" + value + "'");
     o.cuda_validate = value;
   } else {

@@ -3,7 +3,7 @@
 //
 // Builds a synthetic ELF64 shared-object layout: 40 MB of .text, 30 MB of
 // .rodata (scanned by magic), and a 30 MB .nv_fatbin made of the committed
-// multi-arch fatbin fixture repeated, then times check_cuda_file over it.
+// multi-arch fatbin fixture repeated, then times cuda::check_file over it.
 // Usage: cuda_bench [FIXTURE_DIR] [BUDGET_MS]; exit 1 when the median run is
 // over budget (default 50 ms of CPU time) or the file is not judged sound.
 #include <elf.h>
@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 7; ++i) {
     const double cpu_start = cpu_now();
     const auto start = std::chrono::steady_clock::now();
-    auto check = sealfs::check_cuda_file(fd.get(), sealfs::CudaMode::structural, "kernel_lib.so");
+    auto check = sealfs::cuda::check_file(fd.get(), sealfs::cuda::Mode::structural, "kernel_lib.so");
     const auto stop = std::chrono::steady_clock::now();
     cpu_runs.push_back(cpu_now() - cpu_start);
     if (!check || !check->sound) {

@@ -10,12 +10,12 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
-  auto scan = sealfs::scan_cuda_images(bytes);
+  auto scan = sealfs::cuda::scan_images(bytes);
   if (!scan.ok()) return 0;
   for (const auto& loadable : scan->loadables) {
     const auto* begin = loadable.bytes.data();
     if (begin < bytes.data() || begin + loadable.bytes.size() > bytes.data() + bytes.size()) std::abort();
   }
-  static_cast<void>(sealfs::cuda_record_json(scan->images, "not-run"));
+  static_cast<void>(sealfs::cuda::record_json(scan->images, "not-run"));
   return 0;
 }

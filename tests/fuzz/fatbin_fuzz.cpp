@@ -9,11 +9,11 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
-  auto fatbin = sealfs::cuda_detail::parse_fatbin(bytes);
+  auto fatbin = sealfs::cuda::detail::parse_fatbin(bytes);
   if (!fatbin.ok()) return 0;
   if (fatbin->total_size > size) std::abort();
   for (const auto& entry : fatbin->entries)
-    if (!sealfs::cuda_detail::in_bounds(fatbin->total_size, entry.payload_offset, entry.payload_size))
+    if (!sealfs::cuda::detail::in_bounds(fatbin->total_size, entry.payload_offset, entry.payload_size))
       std::abort();
   return 0;
 }

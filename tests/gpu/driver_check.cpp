@@ -32,19 +32,19 @@ std::vector<std::byte> read_all(const std::string& path) {
   return out;
 }
 
-sealfs::CudaLoadable::Form form_of(const std::string& path) {
+sealfs::cuda::Loadable::Form form_of(const std::string& path) {
   auto ends = [&](std::string_view ext) {
     return path.size() >= ext.size() && path.substr(path.size() - ext.size()) == ext;
   };
-  if (ends(".ptx")) return sealfs::CudaLoadable::Form::ptx;
-  if (ends(".fatbin")) return sealfs::CudaLoadable::Form::fatbin;
-  return sealfs::CudaLoadable::Form::cubin;
+  if (ends(".ptx")) return sealfs::cuda::Loadable::Form::ptx;
+  if (ends(".fatbin")) return sealfs::cuda::Loadable::Form::fatbin;
+  return sealfs::cuda::Loadable::Form::cubin;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  sealfs::CudaDriver& driver = sealfs::CudaDriver::instance();
+  sealfs::cuda::detail::Driver& driver = sealfs::cuda::detail::Driver::instance();
   if (!driver.available()) {
     std::cout << "SKIP: " << driver.unavailable_reason() << '\n';
     return 77;
@@ -70,20 +70,21 @@ int main(int argc, char** argv) {
       } else {
         // Raw means unchecked: only hand the driver files whose headers are
         // intact enough not to send it past the buffer (see the script).
-        const auto load = driver.load(sealfs::CudaLoadable{form_of(path), bytes, path});
+        const auto load = driver.load(sealfs::cuda::Loadable{form_of(path), bytes, path});
         said = load.message;
         if (expect == "raw-probe") {
           std::cout << "INFO: " << path << ": driver says " << said << '\n';
           continue;
         }
-        ok = expect == "raw-invalid" ? load.verdict == sealfs::DriverVerdict::invalid
-                                     : load.verdict == sealfs::DriverVerdict::loaded ||
-                                           load.verdict == sealfs::DriverVerdict::no_binary_for_gpu;
+        ok = expect == "raw-invalid"
+                 ? load.verdict == sealfs::cuda::detail::DriverVerdict::invalid
+                 : load.verdict == sealfs::cuda::detail::DriverVerdict::loaded ||
+                       load.verdict == sealfs::cuda::detail::DriverVerdict::no_binary_for_gpu;
       }
     } else {
       sealfs::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-      auto check = fd ? sealfs::check_cuda_file(fd.get(), sealfs::CudaMode::driver, path)
-                      : sealfs::Result<sealfs::CudaFileCheck>(sealfs::errno_error("open " + path));
+      auto check = fd ? sealfs::cuda::check_file(fd.get(), sealfs::cuda::Mode::driver, path)
+                      : sealfs::Result<sealfs::cuda::FileCheck>(sealfs::errno_error("open " + path));
       if (!check) {
         said = check.error().message;
       } else {

@@ -61,7 +61,7 @@ void put(Bytes& b, std::size_t off, T v) {
   std::memcpy(b.data() + off, &v, sizeof v);
 }
 
-std::vector<std::string> arch_names(const CudaScan& scan) {
+std::vector<std::string> arch_names(const cuda::Scan& scan) {
   std::vector<std::string> out;
   for (const auto& image : scan.images) out.push_back(image.arch_name());
   return out;
@@ -77,7 +77,7 @@ void expect_all_truncations_rejected(const Bytes& whole, std::set<std::size_t> e
   extra.insert(whole.size() - 1);
   for (std::size_t cut : extra) {
     if (cut >= whole.size()) continue;
-    auto scan = scan_cuda_images(truncated(whole, cut));
+    auto scan = cuda::scan_images(truncated(whole, cut));
     EXPECT_FALSE(scan.ok()) << "a cut at " << cut << " of " << whole.size() << " was accepted";
     if (!scan.ok()) {
       EXPECT_EQ(scan.code(), EBADMSG);
@@ -113,17 +113,17 @@ ValidationOutcome validate(const Bytes& content, std::string_view name,
   test::write_file(path, std::string_view(reinterpret_cast<const char*>(content.data()), content.size()));
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   EXPECT_TRUE(fd.valid());
-  return make_cuda_validator(mode)(fd.get(), name);
+  return cuda::make_validator(mode)(fd.get(), name);
 }
 
 // ---- standalone images -------------------------------------------------------
 
 TEST(CudaScan, CubinReportsItsSmFromEFlags) {
-  auto scan = scan_cuda_images(fixture("kernel_sm80.cubin"));
+  auto scan = cuda::scan_images(fixture("kernel_sm80.cubin"));
   ASSERT_TRUE(scan.ok()) << scan.error().message;
   EXPECT_EQ(arch_names(*scan), (std::vector<std::string>{"sm_80"}));
   ASSERT_EQ(scan->loadables.size(), 1u);
-  EXPECT_EQ(scan->loadables[0].form, CudaLoadable::Form::cubin);
+  EXPECT_EQ(scan->loadables[0].form, cuda::Loadable::Form::cubin);
   EXPECT_EQ(scan->loadables[0].bytes.size(), fixture("kernel_sm80.cubin").size());
 }
 
@@ -132,46 +132,46 @@ TEST(CudaScan, CubinReportsItsSmFromEFlags) {
 TEST(CudaScan, Ptxas129CubinWithCudaEVersionIsSound) {
   const Bytes b = fixture("kernel_sm80_ptxas129.cubin");
   ASSERT_EQ(get<Elf64_Ehdr>(b, 0).e_version, 129u);
-  auto scan = scan_cuda_images(b);
+  auto scan = cuda::scan_images(b);
   ASSERT_TRUE(scan.ok()) << scan.error().message;
   EXPECT_EQ(arch_names(*scan), (std::vector<std::string>{"sm_80"}));
   Bytes zeroed = b;
   put(zeroed, offsetof(Elf64_Ehdr, e_version), std::uint32_t{0});
-  EXPECT_EQ(scan_cuda_images(zeroed).code(), EBADMSG);
+  EXPECT_EQ(cuda::scan_images(zeroed).code(), EBADMSG);
 }
 
 TEST(CudaScan, MultiArchFatbinListsCubinsAndCompressedPtx) {
-  auto scan = scan_cuda_images(fixture("kernel_multi.fatbin"));
+  auto scan = cuda::scan_images(fixture("kernel_multi.fatbin"));
   ASSERT_TRUE(scan.ok()) << scan.error().message;
   EXPECT_EQ(arch_names(*scan), (std::vector<std::string>{"sm_80", "sm_90", "compute_90"}));
   EXPECT_FALSE(scan->images[0].compressed);
   EXPECT_TRUE(scan->images[2].compressed);  // nvcc 13 compresses the PTX entry
   ASSERT_EQ(scan->loadables.size(), 1u);
-  EXPECT_EQ(scan->loadables[0].form, CudaLoadable::Form::fatbin);
+  EXPECT_EQ(scan->loadables[0].form, cuda::Loadable::Form::fatbin);
 }
 
 TEST(CudaScan, PtxTextReportsComputeArch) {
-  auto scan = scan_cuda_images(fixture("kernel_sm80.ptx"));
+  auto scan = cuda::scan_images(fixture("kernel_sm80.ptx"));
   ASSERT_TRUE(scan.ok()) << scan.error().message;
   EXPECT_EQ(arch_names(*scan), (std::vector<std::string>{"compute_80"}));
-  EXPECT_EQ(scan->images[0].kind, CudaImageKind::ptx);
+  EXPECT_EQ(scan->images[0].kind, cuda::ImageKind::ptx);
 }
 
 TEST(CudaScan, NvccHostLibraryFatbinsInNvFatbinSection) {
-  auto scan = scan_cuda_images(fixture("kernel_lib.so"));
+  auto scan = cuda::scan_images(fixture("kernel_lib.so"));
   ASSERT_TRUE(scan.ok()) << scan.error().message;
   const auto names = arch_names(*scan);
   const std::set<std::string> unique(names.begin(), names.end());
   EXPECT_EQ(unique, (std::set<std::string>{"sm_80", "sm_90", "compute_90"}));
   ASSERT_FALSE(scan->loadables.empty());
   for (const auto& l : scan->loadables) {
-    EXPECT_EQ(l.form, CudaLoadable::Form::fatbin);
+    EXPECT_EQ(l.form, cuda::Loadable::Form::fatbin);
     EXPECT_NE(l.where.find(".nv_fatbin"), std::string::npos) << l.where;
   }
 }
 
 TEST(CudaScan, DeviceCodeEmbeddedAsDataIsFoundByMagic) {
-  auto scan = scan_cuda_images(fixture("kernel_blob.so"));
+  auto scan = cuda::scan_images(fixture("kernel_blob.so"));
   ASSERT_TRUE(scan.ok()) << scan.error().message;
   // The raw cubin and the fatbin (whose own cubins are not counted twice),
   // in whatever order the linker laid them out.
@@ -179,11 +179,11 @@ TEST(CudaScan, DeviceCodeEmbeddedAsDataIsFoundByMagic) {
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"compute_90", "sm_80", "sm_80", "sm_90"}));
   ASSERT_EQ(scan->loadables.size(), 2u);
-  std::multiset<std::pair<CudaLoadable::Form, std::size_t>> found;
+  std::multiset<std::pair<cuda::Loadable::Form, std::size_t>> found;
   for (const auto& l : scan->loadables) found.emplace(l.form, l.bytes.size());
-  EXPECT_EQ(found, (std::multiset<std::pair<CudaLoadable::Form, std::size_t>>{
-                       {CudaLoadable::Form::fatbin, fixture("kernel_multi.fatbin").size()},
-                       {CudaLoadable::Form::cubin, fixture("kernel_sm80.cubin").size()}}));
+  EXPECT_EQ(found, (std::multiset<std::pair<cuda::Loadable::Form, std::size_t>>{
+                       {cuda::Loadable::Form::fatbin, fixture("kernel_multi.fatbin").size()},
+                       {cuda::Loadable::Form::cubin, fixture("kernel_sm80.cubin").size()}}));
 }
 
 // ---- plain files ---------------------------------------------------------------
@@ -192,25 +192,25 @@ TEST(CudaScan, PlainHostLibrariesAreSoundWithoutImages) {
   for (const char* lib : {"/lib/x86_64-linux-gnu/libm.so.6", "/proc/self/exe"}) {
     auto content = test::read_file(lib);
     if (!content) continue;
-    auto scan = scan_cuda_images(to_bytes(*content));
+    auto scan = cuda::scan_images(to_bytes(*content));
     ASSERT_TRUE(scan.ok()) << lib << ": " << scan.error().message;
     EXPECT_TRUE(scan->images.empty()) << lib;
   }
 }
 
 TEST(CudaScan, NonCudaContentHasNoImages) {
-  auto scan = scan_cuda_images(to_bytes("just some bytes of a file"));
+  auto scan = cuda::scan_images(to_bytes("just some bytes of a file"));
   ASSERT_TRUE(scan.ok());
   EXPECT_TRUE(scan->images.empty());
 }
 
 TEST(CudaScan, EmptyAndCutMagicAreRejected) {
-  EXPECT_EQ(scan_cuda_images(Bytes{}).code(), EBADMSG);
-  EXPECT_EQ(scan_cuda_images(to_bytes("\x7f"
-                                      "E"))
+  EXPECT_EQ(cuda::scan_images(Bytes{}).code(), EBADMSG);
+  EXPECT_EQ(cuda::scan_images(to_bytes("\x7f"
+                                       "E"))
                 .code(),
             EBADMSG);
-  EXPECT_EQ(scan_cuda_images(to_bytes("\x50\xed\x55")).code(), EBADMSG);
+  EXPECT_EQ(cuda::scan_images(to_bytes("\x50\xed\x55")).code(), EBADMSG);
 }
 
 // ---- truncation ------------------------------------------------------------------
@@ -255,7 +255,7 @@ TEST(CudaDamage, TruncatedPtxBodyIsRejected) {
   const std::size_t open = text.find('{');
   ASSERT_NE(open, std::string_view::npos);
   for (std::size_t cut = open + 1; cut < text.rfind('}'); cut += 7)
-    EXPECT_EQ(scan_cuda_images(truncated(b, cut)).code(), EBADMSG) << "cut at " << cut;
+    EXPECT_EQ(cuda::scan_images(truncated(b, cut)).code(), EBADMSG) << "cut at " << cut;
 }
 
 // ---- flipped and overstated header fields --------------------------------------
@@ -266,11 +266,11 @@ struct Patch {
 };
 
 void expect_patches_rejected(const Bytes& sound, const std::vector<Patch>& patches) {
-  ASSERT_TRUE(scan_cuda_images(sound).ok());
+  ASSERT_TRUE(cuda::scan_images(sound).ok());
   for (const auto& patch : patches) {
     Bytes b = sound;
     patch.apply(b);
-    auto scan = scan_cuda_images(b);
+    auto scan = cuda::scan_images(b);
     EXPECT_EQ(scan.code(), EBADMSG) << patch.what << " was accepted";
   }
 }
@@ -361,14 +361,14 @@ TEST(CudaDamage, EmbeddedBlobCubinWithOverstatedTablesIsRejected) {
   // end of the section that holds it.
   std::size_t at = 0;
   {
-    auto scan = scan_cuda_images(b);
+    auto scan = cuda::scan_images(b);
     ASSERT_TRUE(scan.ok());
     for (const auto& l : scan->loadables)
-      if (l.form == CudaLoadable::Form::cubin) at = static_cast<std::size_t>(l.bytes.data() - b.data());
+      if (l.form == cuda::Loadable::Form::cubin) at = static_cast<std::size_t>(l.bytes.data() - b.data());
   }
   ASSERT_GE(at, rodata->sh_offset);
   put<std::uint64_t>(b, at + offsetof(Elf64_Ehdr, e_shoff), rodata->sh_size);
-  EXPECT_EQ(scan_cuda_images(b).code(), EBADMSG);
+  EXPECT_EQ(cuda::scan_images(b).code(), EBADMSG);
 }
 
 // ---- reading files ----------------------------------------------------------------------
@@ -378,23 +378,23 @@ TEST(CudaFileBytes, ReadsSmallFilesWholeAndRefusesNonFiles) {
   test::write_file(dir / "f", "0123456789");
   test::write_file(dir / "empty", "");
   UniqueFd f(::open((dir / "f").c_str(), O_RDONLY | O_CLOEXEC));
-  auto bytes = FileBytes::load(f.get());
+  auto bytes = cuda::detail::FileBytes::load(f.get());
   ASSERT_TRUE(bytes.ok()) << bytes.error().message;
   ASSERT_EQ(bytes->bytes().size(), 10u);
   EXPECT_EQ(std::memcmp(bytes->bytes().data(), "0123456789", 10), 0);
   // The view outlives the fd and survives a move.
   f.reset();
-  FileBytes moved = std::move(*bytes);
+  cuda::detail::FileBytes moved = std::move(*bytes);
   EXPECT_EQ(static_cast<char>(moved.bytes()[9]), '9');
 
   UniqueFd empty(::open((dir / "empty").c_str(), O_RDONLY | O_CLOEXEC));
-  auto none = FileBytes::load(empty.get());
+  auto none = cuda::detail::FileBytes::load(empty.get());
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->bytes().empty());
 
   UniqueFd d(::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  EXPECT_EQ(FileBytes::load(d.get()).code(), EINVAL);
-  EXPECT_EQ(FileBytes::load(-1).code(), EBADF);
+  EXPECT_EQ(cuda::detail::FileBytes::load(d.get()).code(), EINVAL);
+  EXPECT_EQ(cuda::detail::FileBytes::load(-1).code(), EBADF);
 }
 
 // ---- magic search -------------------------------------------------------------------
@@ -403,30 +403,30 @@ TEST(CudaMagicScan, FindsEitherMagicAtEveryOffsetAndLength) {
   // Every placement around the 16-byte SIMD blocks and the buffer's end.
   for (std::size_t size = 4; size <= 70; ++size) {
     for (std::size_t at = 0; at + 4 <= size; ++at) {
-      for (const auto* magic : {cuda_detail::kFatbinMagicBytes, cuda_detail::kElfMagicBytes}) {
+      for (const auto* magic : {cuda::detail::kFatbinMagicBytes, cuda::detail::kElfMagicBytes}) {
         Bytes b(size, std::byte{0x7f});  // first bytes of a magic everywhere: near misses
         std::memcpy(b.data() + at, magic, 4);
-        ASSERT_EQ(cuda_detail::find_next_magic(b, 0), at) << "size " << size << " at " << at;
-        ASSERT_EQ(cuda_detail::find_next_magic(b, at + 1), size) << "size " << size << " at " << at;
+        ASSERT_EQ(cuda::detail::find_next_magic(b, 0), at) << "size " << size << " at " << at;
+        ASSERT_EQ(cuda::detail::find_next_magic(b, at + 1), size) << "size " << size << " at " << at;
       }
     }
   }
   Bytes cut{std::byte{0x50}, std::byte{0xed}, std::byte{0x55}};
-  EXPECT_EQ(cuda_detail::find_next_magic(cut, 0), cut.size());
-  EXPECT_EQ(cuda_detail::find_next_magic(Bytes{}, 0), 0u);
+  EXPECT_EQ(cuda::detail::find_next_magic(cut, 0), cut.size());
+  EXPECT_EQ(cuda::detail::find_next_magic(Bytes{}, 0), 0u);
 }
 
 // ---- PTX --------------------------------------------------------------------------
 
 TEST(CudaPtx, ChecksDirectivesAndBalance) {
-  EXPECT_TRUE(cuda_detail::check_ptx(".version 8.0\n.target sm_90a\n.entry k() { ret; }\n").ok());
-  EXPECT_EQ(cuda_detail::check_ptx(".version 8.0\n.target sm_90a\n")->suffix, "a");
-  EXPECT_EQ(cuda_detail::check_ptx(".version 8.0\n.entry k() { ret; }\n").code(), EBADMSG);  // no .target
-  EXPECT_EQ(cuda_detail::check_ptx(".target sm_80\n").code(), EBADMSG);                      // no .version
-  EXPECT_EQ(cuda_detail::check_ptx(".version 8.0\n.target sm_80\n}{").code(), EBADMSG);
-  EXPECT_EQ(cuda_detail::check_ptx(".version 8.0\n.target sm_80\n/* cut").code(), EBADMSG);
-  EXPECT_EQ(cuda_detail::check_ptx(std::string_view(".version 8.0\n\0.target sm_80\n", 27)).code(), EBADMSG);
-  EXPECT_EQ(cuda_detail::check_ptx(".version 8.0\n.target compute_80\n").code(), EBADMSG);
+  EXPECT_TRUE(cuda::detail::check_ptx(".version 8.0\n.target sm_90a\n.entry k() { ret; }\n").ok());
+  EXPECT_EQ(cuda::detail::check_ptx(".version 8.0\n.target sm_90a\n")->suffix, "a");
+  EXPECT_EQ(cuda::detail::check_ptx(".version 8.0\n.entry k() { ret; }\n").code(), EBADMSG);  // no .target
+  EXPECT_EQ(cuda::detail::check_ptx(".target sm_80\n").code(), EBADMSG);                      // no .version
+  EXPECT_EQ(cuda::detail::check_ptx(".version 8.0\n.target sm_80\n}{").code(), EBADMSG);
+  EXPECT_EQ(cuda::detail::check_ptx(".version 8.0\n.target sm_80\n/* cut").code(), EBADMSG);
+  EXPECT_EQ(cuda::detail::check_ptx(std::string_view(".version 8.0\n\0.target sm_80\n", 27)).code(), EBADMSG);
+  EXPECT_EQ(cuda::detail::check_ptx(".version 8.0\n.target compute_80\n").code(), EBADMSG);
 }
 
 // ---- the validator and the manifest record ----------------------------------------
@@ -480,11 +480,11 @@ TEST(CudaValidator, DriverModeWithoutDriverStillRejectsDamageAndSaysNotRun) {
 }
 
 TEST(CudaValidator, ModesParse) {
-  EXPECT_EQ(*parse_cuda_mode("off"), CudaMode::off);
-  EXPECT_EQ(*parse_cuda_mode("structural"), CudaMode::structural);
-  EXPECT_EQ(*parse_cuda_mode("driver"), CudaMode::driver);
-  EXPECT_EQ(parse_cuda_mode("Driver").code(), EINVAL);
-  EXPECT_EQ(parse_cuda_mode("").code(), EINVAL);
+  EXPECT_EQ(*cuda::parse_mode("off"), cuda::Mode::off);
+  EXPECT_EQ(*cuda::parse_mode("structural"), cuda::Mode::structural);
+  EXPECT_EQ(*cuda::parse_mode("driver"), cuda::Mode::driver);
+  EXPECT_EQ(cuda::parse_mode("Driver").code(), EINVAL);
+  EXPECT_EQ(cuda::parse_mode("").code(), EINVAL);
 }
 
 TEST(CudaValidator, RegisteredByDefault) {
@@ -493,11 +493,11 @@ TEST(CudaValidator, RegisteredByDefault) {
 }
 
 TEST(CudaRecord, SortedAndDeduplicated) {
-  const std::vector<CudaImageInfo> images{{CudaImageKind::ptx, 80, "", true},
-                                          {CudaImageKind::elf, 90, "a", false},
-                                          {CudaImageKind::elf, 90, "a", false}};
+  const std::vector<cuda::ImageInfo> images{{cuda::ImageKind::ptx, 80, "", true},
+                                            {cuda::ImageKind::elf, 90, "a", false},
+                                            {cuda::ImageKind::elf, 90, "a", false}};
   EXPECT_EQ(
-      cuda_record_json(images, "loaded"),
+      cuda::record_json(images, "loaded"),
       R"({"driver":"loaded","images":[{"arch":"sm_90a","kind":"elf"},{"arch":"compute_80","kind":"ptx"}]})");
 }
 
@@ -600,11 +600,11 @@ TEST(CudaNvcc, FreshlyBuiltImagesMatchTheirTargets) {
       " -fatbin -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=compute_80 -o " +
       (dir / "k.fatbin") + " " + src;
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  auto cubin = scan_cuda_images(to_bytes(test::read_file(dir / "k.cubin").value_or("")));
+  auto cubin = cuda::scan_images(to_bytes(test::read_file(dir / "k.cubin").value_or("")));
   ASSERT_TRUE(cubin.ok()) << cubin.error().message;
   EXPECT_EQ(arch_names(*cubin), (std::vector<std::string>{"sm_90"}));
   const Bytes fat = to_bytes(test::read_file(dir / "k.fatbin").value_or(""));
-  auto fatbin = scan_cuda_images(fat);
+  auto fatbin = cuda::scan_images(fat);
   ASSERT_TRUE(fatbin.ok()) << fatbin.error().message;
   EXPECT_EQ(arch_names(*fatbin), (std::vector<std::string>{"sm_90a", "compute_80"}));
   expect_all_truncations_rejected(fat);
