@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -108,7 +109,8 @@ Result<std::string> dir_rel_by_climbing(int dir_fd, const struct stat& root_st) 
     st = *pst;
   }
   std::string rel;
-  for (auto it = names.rbegin(); it != names.rend(); ++it) rel = join_rel(rel, *it);
+  std::reverse(names.begin(), names.end());  // climbed leaf first
+  for (const auto& name : names) rel = join_rel(rel, name);
   return rel;
 }
 
