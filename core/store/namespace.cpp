@@ -33,15 +33,26 @@ Result<Target> visible_target(Store::Impl& s, int dir_fd, std::string_view name)
   return Target{std::move(*ctx), std::move(*j)};
 }
 
+// For create/mkdir/symlink/mknod: the directory's context, and the
+// judgement of what is under the (checked) name now, a hidden object there
+// moved out of the way first (R5).
+Result<Target> cleared_target(Store::Impl& s, int dir_fd, std::string_view name) {
+  auto ctx = s.places.context_of(dir_fd);
+  if (!ctx) return ctx.error();
+  auto j = s.consequences.clear_hidden(*ctx, dir_fd, name);
+  if (!j) return j.error();
+  return Target{std::move(*ctx), std::move(*j)};
+}
+
 }  // namespace
 
 Result<Store::Created> Store::create(int dir_fd, std::string_view name, mode_t mode, int flags) {
   Impl& s = *impl_;
   if (Status ok = check_new_name(name); !ok) return ok.error();
-  auto ctx = s.places.context_of(dir_fd);
-  if (!ctx) return ctx.error();
-  auto j = s.consequences.clear_hidden(*ctx, dir_fd, name);
-  if (!j) return j.error();
+  auto t = cleared_target(s, dir_fd, name);
+  if (!t) return t.error();
+  const DirContext* ctx = &t->ctx;
+  const Judgement* j = &t->judgement;
   const std::string n(name);
   if (j->verdict == Verdict::visible) {
     if ((flags & O_EXCL) != 0) return make_error(EEXIST, n + " exists");
@@ -67,10 +78,10 @@ Result<Store::Created> Store::create(int dir_fd, std::string_view name, mode_t m
 Result<Found> Store::mkdir(int dir_fd, std::string_view name, mode_t mode) {
   Impl& s = *impl_;
   if (Status ok = check_new_name(name); !ok) return ok.error();
-  auto ctx = s.places.context_of(dir_fd);
-  if (!ctx) return ctx.error();
-  auto j = s.consequences.clear_hidden(*ctx, dir_fd, name);
-  if (!j) return j.error();
+  auto t = cleared_target(s, dir_fd, name);
+  if (!t) return t.error();
+  const DirContext* ctx = &t->ctx;
+  const Judgement* j = &t->judgement;
   if (j->verdict == Verdict::visible) return make_error(EEXIST, std::string(name) + " exists");
   if (::mkdirat(dir_fd, std::string(name).c_str(), mode) != 0)
     return errno_error("mkdir " + ctx->child_rel(name));
@@ -86,10 +97,10 @@ Result<Found> Store::symlink(int dir_fd, std::string_view name, std::string_view
   if (Status ok = check_new_name(name); !ok) return ok.error();
   if (target.empty() || target.find('\0') != std::string_view::npos || target.size() >= PATH_MAX)
     return make_error(EINVAL, "invalid symlink target");
-  auto ctx = s.places.context_of(dir_fd);
-  if (!ctx) return ctx.error();
-  auto j = s.consequences.clear_hidden(*ctx, dir_fd, name);
-  if (!j) return j.error();
+  auto t = cleared_target(s, dir_fd, name);
+  if (!t) return t.error();
+  const DirContext* ctx = &t->ctx;
+  const Judgement* j = &t->judgement;
   if (j->verdict == Verdict::visible) return make_error(EEXIST, std::string(name) + " exists");
   if (::symlinkat(std::string(target).c_str(), dir_fd, std::string(name).c_str()) != 0)
     return errno_error("symlink " + ctx->child_rel(name));
@@ -117,10 +128,10 @@ Result<Found> Store::mknod(int dir_fd, std::string_view name, mode_t mode, dev_t
   // the mount is nodev, so they never act as devices through it.
   const bool special = is_special_file(type);
   if (type != 0 && type != S_IFREG && !special) return make_error(EINVAL, "unsupported file type");
-  auto ctx = s.places.context_of(dir_fd);
-  if (!ctx) return ctx.error();
-  auto j = s.consequences.clear_hidden(*ctx, dir_fd, name);
-  if (!j) return j.error();
+  auto t = cleared_target(s, dir_fd, name);
+  if (!t) return t.error();
+  const DirContext* ctx = &t->ctx;
+  const Judgement* j = &t->judgement;
   if (j->verdict == Verdict::visible) return make_error(EEXIST, std::string(name) + " exists");
   const bool vol = s.profile.is_volatile(ctx->child_rel(name));
   if (special) {

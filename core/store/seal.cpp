@@ -12,24 +12,41 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
+#include <utility>
 
 #include "core/store/impl.hpp"
 
 namespace sealfs {
 
+namespace {
+
+using ClosedFile = std::optional<std::pair<Placed, DirContext>>;
+
+// Where a file closed through M is, for its seal or abandon; nullopt when
+// there is nothing to do: not a regular file (only those are written in
+// place), gone before its seal, or in a volatile area.
+Result<ClosedFile> closed_file(const Store::Impl& s, int path_fd, PlaceHint hint) {
+  auto st = stat_fd(path_fd);
+  if (!st) return st.error();
+  if (!S_ISREG(st->st_mode)) return ClosedFile{};
+  auto where = s.places.place_closed_file(path_fd, hint);
+  if (!where)
+    return where.code() == ENOENT ? Result<ClosedFile>(ClosedFile{}) : Result<ClosedFile>(where.error());
+  if (where->second.is_volatile || s.profile.is_volatile(where->first.rel)) return ClosedFile{};
+  return ClosedFile(std::move(*where));
+}
+
+}  // namespace
+
 Status Store::seal(int path_fd, PlaceHint hint) {
   Impl& s = *impl_;
   DeferredInvalidations held(s.consequences);
-  auto st = stat_fd(path_fd);
-  if (!st) return st.error();
-  if (!S_ISREG(st->st_mode)) return {};  // only regular files are written in place
-  auto where = s.places.place_closed_file(path_fd, hint);
-  if (!where) return where.code() == ENOENT ? Status{} : Status(where.error());
-  auto& [placed_v, ctx_v] = *where;
-  Placed* placed = &placed_v;
-  DirContext* ctx = &ctx_v;
-  if (ctx->is_volatile || s.profile.is_volatile(placed->rel)) return {};
-  Status sealed = s.records.seal_at(*ctx, placed->parent.get(), placed->name, false);
+  auto closed = closed_file(s, path_fd, hint);
+  if (!closed) return closed.error();
+  if (!*closed) return {};
+  auto& [placed, ctx] = **closed;
+  Status sealed = s.records.seal_at(ctx, placed.parent.get(), placed.name, false);
   if (!sealed) return sealed;
   s.metrics.seals.fetch_add(1, std::memory_order_relaxed);
   return {};
@@ -37,15 +54,12 @@ Status Store::seal(int path_fd, PlaceHint hint) {
 
 Status Store::abandon(int path_fd, PlaceHint hint) {
   Impl& s = *impl_;
-  auto st = stat_fd(path_fd);
-  if (!st) return st.error();
-  if (!S_ISREG(st->st_mode)) return {};
-  auto where = s.places.place_closed_file(path_fd, hint);
-  if (!where) return where.code() == ENOENT ? Status{} : Status(where.error());
-  auto& [placed_v, ctx_v] = *where;
+  auto closed = closed_file(s, path_fd, hint);
+  if (!closed) return closed.error();
+  if (!*closed) return {};
+  auto& [placed_v, ctx_v] = **closed;
   Placed* placed = &placed_v;
   DirContext* ctx = &ctx_v;
-  if (ctx->is_volatile || s.profile.is_volatile(placed->rel)) return {};
   s.metrics.abandoned.fetch_add(1, std::memory_order_relaxed);
   std::vector<std::string> companions;
   if (ctx->entry) {
