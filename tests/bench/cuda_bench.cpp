@@ -101,6 +101,25 @@ std::vector<char> build_elf(std::vector<Section> sections) {
   return file;
 }
 
+// A 100 MiB host library: 40 MiB of code, 30 MiB of data and a 30 MiB
+// .nv_fatbin of kernel_multi.fatbin copies; empty (said on stderr) when the
+// fixture cannot be read.
+std::vector<char> synthetic_library(const std::string& fixtures) {
+  std::ifstream in(fixtures + "/kernel_multi.fatbin", std::ios::binary);
+  const std::vector<char> fatbin((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (fatbin.empty()) {
+    std::cerr << "cannot read " << fixtures << "/kernel_multi.fatbin\n";
+    return {};
+  }
+  std::vector<char> nv_fatbin;
+  while (nv_fatbin.size() < 30 * kMiB) nv_fatbin.insert(nv_fatbin.end(), fatbin.begin(), fatbin.end());
+  return build_elf({
+      {".text", SHT_PROGBITS, SHF_ALLOC | SHF_EXECINSTR, random_bytes(40 * kMiB, 1)},
+      {".rodata", SHT_PROGBITS, SHF_ALLOC, random_bytes(30 * kMiB, 2)},
+      {".nv_fatbin", SHT_PROGBITS, SHF_ALLOC, std::move(nv_fatbin)},
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -109,19 +128,8 @@ int main(int argc, char** argv) {
   const std::string fixtures = argc > 1 ? argv[1] : here.substr(0, here.rfind('/')) + "/../fixtures/cuda";
   const double budget_ms = argc > 2 ? std::atof(argv[2]) : 50.0;
 
-  std::ifstream in(fixtures + "/kernel_multi.fatbin", std::ios::binary);
-  const std::vector<char> fatbin((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (fatbin.empty()) {
-    std::cerr << "cannot read " << fixtures << "/kernel_multi.fatbin\n";
-    return 2;
-  }
-  std::vector<char> nv_fatbin;
-  while (nv_fatbin.size() < 30 * kMiB) nv_fatbin.insert(nv_fatbin.end(), fatbin.begin(), fatbin.end());
-  const std::vector<char> image = build_elf({
-      {".text", SHT_PROGBITS, SHF_ALLOC | SHF_EXECINSTR, random_bytes(40 * kMiB, 1)},
-      {".rodata", SHT_PROGBITS, SHF_ALLOC, random_bytes(30 * kMiB, 2)},
-      {".nv_fatbin", SHT_PROGBITS, SHF_ALLOC, std::move(nv_fatbin)},
-  });
+  const std::vector<char> image = synthetic_library(fixtures);
+  if (image.empty()) return 2;
 
   sealfs::test::TempDir dir("sealfs-cuda-bench");
   const std::string path = dir / "kernel_lib.so";

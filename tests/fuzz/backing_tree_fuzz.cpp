@@ -167,6 +167,42 @@ std::optional<FileRecord> record_of(int dir_fd, const std::string& name, std::ui
   return r;
 }
 
+// Ops 4 and 5 of build_tree: a manifest built from what the directory at pfd
+// holds now: the whole directory (op 4, its .sealfs-manifest) or one sibling
+// (op 5, its sidecar), spoilt as payload and arg say.
+void write_manifest_from_dir(int pfd, std::uint8_t op, std::uint8_t arg, const std::string& payload) {
+  Manifest m;
+  DIR* d = ::fdopendir(::openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!d) return;
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != ".." && n.rfind(".sealfs", 0) != 0) names.push_back(n);
+  }
+  ::closedir(d);
+  std::uint8_t spoil = static_cast<std::uint8_t>(payload.empty() ? 0 : payload[0]);
+  if (op == 4) {
+    for (const auto& n : names) {
+      auto r = record_of(pfd, n, spoil & 0x0f);
+      if (r) m.files[n] = *r;
+      spoil = static_cast<std::uint8_t>(spoil >> 1 | spoil << 7);
+    }
+    if (arg & 1) m.accept = m.files;
+  } else if (!names.empty()) {
+    const std::string& n = names[arg % names.size()];
+    auto r = record_of(pfd, n, spoil);
+    if (!r) return;
+    m.files[n] = *r;
+  }
+  const std::string text = sealfs::serialize_manifest(m);
+  const std::string file = op == 4 ? std::string(".sealfs-manifest")
+                                   : sealfs::sidecar_name(m.files.empty() ? "a" : m.files.begin()->first);
+  // arg bit 1: a BOM in front; bit 2: a byte flipped somewhere.
+  std::string out = (arg & 2) ? "\xEF\xBB\xBF" + text : text;
+  if ((arg & 4) && !out.empty()) out[arg % out.size()] = static_cast<char>(out[arg % out.size()] ^ 0x80);
+  write_bytes(pfd, file.c_str(), out);
+}
+
 void build_tree(Reader& in, const std::string& b) {
   std::vector<std::string> dirs = {""};
   for (int step = 0; step < 32 && in.more(); ++step) {
@@ -194,43 +230,9 @@ void build_tree(Reader& in, const std::string& b) {
         ::mkfifoat(pfd, name.c_str(), 0644);
         break;
       case 4:
-      case 5: {
-        // A manifest built from what the directory holds now: the whole
-        // directory (op 4, its .sealfs-manifest) or one sibling (op 5, its sidecar).
-        Manifest m;
-        DIR* d = ::fdopendir(::openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-        if (!d) break;
-        std::vector<std::string> names;
-        while (dirent* e = ::readdir(d)) {
-          std::string n = e->d_name;
-          if (n != "." && n != ".." && n.rfind(".sealfs", 0) != 0) names.push_back(n);
-        }
-        ::closedir(d);
-        std::uint8_t spoil = static_cast<std::uint8_t>(payload.empty() ? 0 : payload[0]);
-        if (op == 4) {
-          for (const auto& n : names) {
-            auto r = record_of(pfd, n, spoil & 0x0f);
-            if (r) m.files[n] = *r;
-            spoil = static_cast<std::uint8_t>(spoil >> 1 | spoil << 7);
-          }
-          if (arg & 1) m.accept = m.files;
-        } else if (!names.empty()) {
-          const std::string& n = names[arg % names.size()];
-          auto r = record_of(pfd, n, spoil);
-          if (!r) break;
-          m.files[n] = *r;
-        }
-        const std::string text = sealfs::serialize_manifest(m);
-        const std::string file = op == 4
-                                     ? std::string(".sealfs-manifest")
-                                     : sealfs::sidecar_name(m.files.empty() ? "a" : m.files.begin()->first);
-        // arg bit 1: a BOM in front; bit 2: a byte flipped somewhere.
-        std::string out = (arg & 2) ? "\xEF\xBB\xBF" + text : text;
-        if ((arg & 4) && !out.empty())
-          out[arg % out.size()] = static_cast<char>(out[arg % out.size()] ^ 0x80);
-        write_bytes(pfd, file.c_str(), out);
+      case 5:
+        write_manifest_from_dir(pfd, op, arg, payload);
         break;
-      }
       case 6:
         write_bytes(pfd, (arg & 1) ? ".sealfs-manifest" : (std::string(".sealfs-manifest.") + name).c_str(),
                     payload);

@@ -68,6 +68,16 @@ std::set<std::string> visible_names(const std::string& dir) {
 // pass for another by size.
 std::string version(char c, std::size_t size) { return std::string(size, c); }
 
+// The versions a crash case writes: the state before the crash, a file that
+// stays beside it, the write cut short by the crash, and the write after the
+// remount.
+struct Versions {
+  std::string old_data = version('o', 5000);
+  std::string other_data = version('t', 4000);
+  std::string new_data = version('n', 7000);  // longer: overwrites old_data entirely
+  std::string next_data = version('x', 3000);
+};
+
 // ------------------------------------------------------ directory-entry publish
 
 class DaemonCrash : public ::testing::TestWithParam<std::string_view> {};
@@ -140,78 +150,86 @@ std::vector<FileCase> file_crashes() {
 
 class FileEntryCrash : public ::testing::TestWithParam<FileCase> {};
 
-TEST_P(FileEntryCrash, RemountShowsOldOrNewFileAndTheNameIsReusable) {
-  SEALFS_REQUIRE_FUSE();
-  const FileCase& c = GetParam();
-  const std::string old_data = version('o', 5000);
-  const std::string new_data = version('n', 7000);
-  const std::string next_data = version('x', 3000);
-  const std::string dst = "c/obj.o";
-  TempDir dir("sealfs-crash-file");
-  const std::string backing = dir / "B";
-  make_dirs(backing + "/c");  // a container
-  make_dirs(backing + "/tmp");
+const std::string kFileDst = "c/obj.o";  // the name every file publish renames onto
 
-  // Write version n under its temporary name; one written in place is
-  // sealed at its last close, which follows the close asynchronously.
-  auto stage = [&](const Mount& mount, int n, const std::string& data) {
-    write_file(mount.m(c.source(n)), data);
-    if (c.in_place) {
-      const std::string leaf = c.source(n).substr(2);
-      EXPECT_TRUE(eventually([&] {
-        return manifest_records(mount.b("c/.sealfs-manifest." + leaf), leaf, data);
-      })) << "the temporary file was not sealed at its close";
-    }
-  };
-
-  {
-    Mount mount(MountConfig::with({c.options()}).backed_by(backing));
-    ASSERT_TRUE(mount.ok()) << mount.error();
-    if (c.replace) {
-      stage(mount, 0, old_data);
-      ASSERT_EQ(err_of(::rename(mount.m(c.source(0)).c_str(), mount.m(dst).c_str())), 0);
-      ASSERT_EQ(read_file(mount.m(dst)), old_data);
-    }
-    stage(mount, 1, new_data);
+// Write version n under its temporary name; one written in place is
+// sealed at its last close, which follows the close asynchronously.
+void stage_file(const FileCase& c, const Mount& mount, int n, const std::string& data) {
+  write_file(mount.m(c.source(n)), data);
+  if (c.in_place) {
+    const std::string leaf = c.source(n).substr(2);
+    EXPECT_TRUE(eventually([&] {
+      return manifest_records(mount.b("c/.sealfs-manifest." + leaf), leaf, data);
+    })) << "the temporary file was not sealed at its close";
   }
-  ASSERT_FALSE(HasFatalFailure());
+}
 
-  crash_daemon_at(backing, c.options(), c.at, [&](const Mount& mount) {
-    EXPECT_NE(::rename(mount.m(c.source(1)).c_str(), mount.m(dst).c_str()), 0)
-        << "the rename should have been cut short";
-  });
-  ASSERT_FALSE(HasFatalFailure());
-
+// Before the crash: the old file published at dst (when replacing), and the
+// new one staged under its temporary name.
+void prepare_file_case(const FileCase& c, const std::string& backing, const Versions& v) {
   Mount mount(MountConfig::with({c.options()}).backed_by(backing));
   ASSERT_TRUE(mount.ok()) << mount.error();
+  if (c.replace) {
+    stage_file(c, mount, 0, v.old_data);
+    ASSERT_EQ(err_of(::rename(mount.m(c.source(0)).c_str(), mount.m(kFileDst).c_str())), 0);
+    ASSERT_EQ(read_file(mount.m(kFileDst)), v.old_data);
+  }
+  stage_file(c, mount, 1, v.new_data);
+}
+
+// After the remount: the new file complete where the rename happened, else
+// the old one (R6) or none, with the source as it was; nothing else visible.
+void expect_old_or_new_file(const FileCase& c, const Mount& mount, const Versions& v) {
   // No power cut here: the rename happened exactly when its step was passed.
   const auto steps = file_publish_steps(c.replace);
   const bool renamed =
       std::find(steps.begin(), steps.end(), c.at) >= std::find(steps.begin(), steps.end(), step::kRenamed);
-  const auto seen = read_file(mount.m(dst));
+  const auto seen = read_file(mount.m(kFileDst));
   if (renamed) {
-    EXPECT_EQ(seen, new_data) << "the new file, complete";
+    EXPECT_EQ(seen, v.new_data) << "the new file, complete";
     EXPECT_EQ(lstat_errno(mount.m(c.source(1))), ENOENT);
   } else {
     if (c.replace) {
-      EXPECT_EQ(seen, old_data) << "R6: the old file, never ENOENT";
+      EXPECT_EQ(seen, v.old_data) << "R6: the old file, never ENOENT";
     } else {
       EXPECT_EQ(seen, std::nullopt) << "absent";
-      EXPECT_EQ(lstat_errno(mount.m(dst)), ENOENT);
+      EXPECT_EQ(lstat_errno(mount.m(kFileDst)), ENOENT);
     }
-    EXPECT_EQ(read_file(mount.m(c.source(1))), new_data) << "the source stays what it was";
+    EXPECT_EQ(read_file(mount.m(c.source(1))), v.new_data) << "the source stays what it was";
   }
   // Nothing else is visible: no partial file, no stray sidecar or temporary.
   std::set<std::string> expected;
   if (seen) expected.insert("obj.o");
   if (!renamed && c.in_place) expected.insert("obj.o.tmp.1");
   EXPECT_EQ(visible_names(mount.m("c")), expected);
+}
+
+TEST_P(FileEntryCrash, RemountShowsOldOrNewFileAndTheNameIsReusable) {
+  SEALFS_REQUIRE_FUSE();
+  const FileCase& c = GetParam();
+  const Versions v;
+  TempDir dir("sealfs-crash-file");
+  const std::string backing = dir / "B";
+  make_dirs(backing + "/c");  // a container
+  make_dirs(backing + "/tmp");
+  prepare_file_case(c, backing, v);
+  ASSERT_FALSE(HasFatalFailure());
+
+  crash_daemon_at(backing, c.options(), c.at, [&](const Mount& mount) {
+    EXPECT_NE(::rename(mount.m(c.source(1)).c_str(), mount.m(kFileDst).c_str()), 0)
+        << "the rename should have been cut short";
+  });
+  ASSERT_FALSE(HasFatalFailure());
+
+  Mount mount(MountConfig::with({c.options()}).backed_by(backing));
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  expect_old_or_new_file(c, mount, v);
 
   // The next publish of the name works and reads back.
-  stage(mount, 2, next_data);
-  ASSERT_EQ(err_of(::rename(mount.m(c.source(2)).c_str(), mount.m(dst).c_str())), 0);
-  EXPECT_EQ(read_file(mount.m(dst)), next_data);
-  EXPECT_TRUE(manifest_records(mount.b("c/.sealfs-manifest.obj.o"), "obj.o", next_data));
+  stage_file(c, mount, 2, v.next_data);
+  ASSERT_EQ(err_of(::rename(mount.m(c.source(2)).c_str(), mount.m(kFileDst).c_str())), 0);
+  EXPECT_EQ(read_file(mount.m(kFileDst)), v.next_data);
+  EXPECT_TRUE(manifest_records(mount.b("c/.sealfs-manifest.obj.o"), "obj.o", v.next_data));
   // A crash in a file publish never leaves anything that needs quarantine.
   EXPECT_EQ(quarantined_files(mount), std::vector<std::string>{});
 }
@@ -252,59 +270,52 @@ std::vector<SealCase> seal_crashes() {
 
 class SealCrash : public ::testing::TestWithParam<SealCase> {};
 
-TEST_P(SealCrash, RemountShowsOldOrNewStateAndTheFileCanBeWrittenAgain) {
-  SEALFS_REQUIRE_FUSE();
-  const SealCase& c = GetParam();
-  const std::string old_data = version('o', 5000);
-  const std::string other_data = version('t', 4000);
-  const std::string new_data = version('n', 7000);  // longer: overwrites old_data entirely
-  const std::string next_data = version('x', 3000);
-  TempDir dir("sealfs-crash-seal");
-  const std::string backing = dir / "B";
-  make_dirs(backing + "/c");
-  make_dirs(backing + "/tmp");
-  const std::string key = c.target().substr(c.in_entry ? 4 : 2);  // name in the entry, or the file's name
-  auto manifest_of = [&](const Mount& mount) {
-    return c.in_entry ? mount.b("c/e/.sealfs-manifest") : mount.b("c/.sealfs-manifest.f");
-  };
-  auto publish_entry = [&](const Mount& mount, const std::string& stage) {
-    make_dirs(mount.m("tmp/" + stage));
-    write_file(mount.m("tmp/" + stage + "/data.bin"), old_data);
-    write_file(mount.m("tmp/" + stage + "/other.bin"), other_data);
-    return err_of(::rename(mount.m("tmp/" + stage).c_str(), mount.m("c/e").c_str()));
-  };
+// The manifest (in B) that records the case's file.
+std::string seal_manifest(const SealCase& c, const Mount& mount) {
+  return c.in_entry ? mount.b("c/e/.sealfs-manifest") : mount.b("c/.sealfs-manifest.f");
+}
 
-  {
-    Mount mount(MountConfig::with({c.options()}).backed_by(backing));
-    ASSERT_TRUE(mount.ok()) << mount.error();
-    if (c.in_entry) {
-      ASSERT_EQ(publish_entry(mount, "s1"), 0);
-    }
-    if (!c.in_entry && c.rewrite) {
-      write_file(mount.m(c.target()), old_data);
-      ASSERT_TRUE(eventually([&] { return manifest_records(manifest_of(mount), key, old_data); }));
-    }
-  }
-  ASSERT_FALSE(HasFatalFailure());
+// Publishes c/e (data.bin and other.bin) from tmp/<stage>; the rename's errno.
+int publish_seal_entry(const Mount& mount, const std::string& stage, const Versions& v) {
+  make_dirs(mount.m("tmp/" + stage));
+  write_file(mount.m("tmp/" + stage + "/data.bin"), v.old_data);
+  write_file(mount.m("tmp/" + stage + "/other.bin"), v.other_data);
+  return err_of(::rename(mount.m("tmp/" + stage).c_str(), mount.m("c/e").c_str()));
+}
 
-  crash_daemon_at(backing, c.options(), c.at, [&](const Mount& mount) {
-    // No O_TRUNC: a truncate of a sealed file by path re-seals at once, and
-    // only the seal at the last close is under test here.
-    const int fd = ::open(mount.m(c.target()).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    ASSERT_GE(fd, 0) << std::strerror(errno);
-    EXPECT_EQ(::write(fd, new_data.data(), new_data.size()), static_cast<ssize_t>(new_data.size()));
-    EXPECT_EQ(::close(fd), 0) << "the seal runs after close returns (RELEASE)";
-  });
-  ASSERT_FALSE(HasFatalFailure());
-
+// Before the crash: the entry published, or the standalone file sealed with
+// its old bytes when it is rewritten.
+void prepare_seal_case(const SealCase& c, const std::string& backing, const std::string& key,
+                       const Versions& v) {
   Mount mount(MountConfig::with({c.options()}).backed_by(backing));
   ASSERT_TRUE(mount.ok()) << mount.error();
-  // Before the manifest is written the file holds new bytes under no record
-  // (new) or under the old one (rewrite): hidden. After: sealed, new.
-  const bool sealed = c.at == seal_steps::kManifestWritten;
+  if (c.in_entry) {
+    ASSERT_EQ(publish_seal_entry(mount, "s1", v), 0);
+  }
+  if (!c.in_entry && c.rewrite) {
+    write_file(mount.m(c.target()), v.old_data);
+    ASSERT_TRUE(eventually([&] { return manifest_records(seal_manifest(c, mount), key, v.old_data); }));
+  }
+}
+
+// The write whose seal the crash cuts short.
+void write_in_place(const SealCase& c, const Mount& mount, const Versions& v) {
+  // No O_TRUNC: a truncate of a sealed file by path re-seals at once, and
+  // only the seal at the last close is under test here.
+  const int fd = ::open(mount.m(c.target()).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_EQ(::write(fd, v.new_data.data(), v.new_data.size()), static_cast<ssize_t>(v.new_data.size()));
+  EXPECT_EQ(::close(fd), 0) << "the seal runs after close returns (RELEASE)";
+}
+
+// After the remount: before the manifest is written the file holds new bytes
+// under no record (new) or under the old one (rewrite): hidden. After:
+// sealed, new. The entry around it, if any, is checked too.
+void expect_old_or_new_seal(const SealCase& c, const Mount& mount, const std::string& key, const Versions& v,
+                            bool sealed) {
   const auto seen = read_file(mount.m(c.target()));
   if (sealed) {
-    EXPECT_EQ(seen, new_data);
+    EXPECT_EQ(seen, v.new_data);
   } else {
     EXPECT_EQ(seen, std::nullopt) << "a file whose seal was cut short is hidden";
     EXPECT_EQ(lstat_errno(mount.m(c.target())), ENOENT);
@@ -315,9 +326,9 @@ TEST_P(SealCrash, RemountShowsOldOrNewStateAndTheFileCanBeWrittenAgain) {
     const bool entry_visible = sealed || !c.rewrite;
     EXPECT_EQ(lstat_errno(mount.m("c/e")), entry_visible ? 0 : ENOENT);
     if (entry_visible) {
-      EXPECT_EQ(read_file(mount.m("c/e/other.bin")), other_data);
+      EXPECT_EQ(read_file(mount.m("c/e/other.bin")), v.other_data);
       if (!c.rewrite) {
-        EXPECT_EQ(read_file(mount.m("c/e/data.bin")), old_data);
+        EXPECT_EQ(read_file(mount.m("c/e/data.bin")), v.old_data);
       }
       std::set<std::string> expected = {"data.bin", "other.bin"};
       if (seen) expected.insert(key);
@@ -326,24 +337,45 @@ TEST_P(SealCrash, RemountShowsOldOrNewStateAndTheFileCanBeWrittenAgain) {
   } else {
     EXPECT_EQ(visible_names(mount.m("c")), seen ? std::set<std::string>{"f"} : std::set<std::string>{});
   }
+}
+
+TEST_P(SealCrash, RemountShowsOldOrNewStateAndTheFileCanBeWrittenAgain) {
+  SEALFS_REQUIRE_FUSE();
+  const SealCase& c = GetParam();
+  const Versions v;
+  TempDir dir("sealfs-crash-seal");
+  const std::string backing = dir / "B";
+  make_dirs(backing + "/c");
+  make_dirs(backing + "/tmp");
+  const std::string key = c.target().substr(c.in_entry ? 4 : 2);  // name in the entry, or the file's name
+  prepare_seal_case(c, backing, key, v);
+  ASSERT_FALSE(HasFatalFailure());
+
+  crash_daemon_at(backing, c.options(), c.at, [&](const Mount& mount) { write_in_place(c, mount, v); });
+  ASSERT_FALSE(HasFatalFailure());
+
+  Mount mount(MountConfig::with({c.options()}).backed_by(backing));
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  const bool sealed = c.at == seal_steps::kManifestWritten;
+  expect_old_or_new_seal(c, mount, key, v, sealed);
 
   // Written again through the mount: works, and is sealed at its close. A
   // hidden leftover is quarantined on the way (R2 or R5), never lost.
   const bool entry_hidden = c.in_entry && lstat_errno(mount.m("c/e")) == ENOENT;
   if (entry_hidden) {
     // The usual miss → rebuild → save: publish the entry again over the name.
-    ASSERT_EQ(publish_entry(mount, "s2"), 0);
+    ASSERT_EQ(publish_seal_entry(mount, "s2", v), 0);
   }
-  write_file(mount.m(c.target()), next_data);
-  EXPECT_EQ(read_file(mount.m(c.target())), next_data);
-  EXPECT_TRUE(eventually([&] { return manifest_records(manifest_of(mount), key, next_data); }))
+  write_file(mount.m(c.target()), v.next_data);
+  EXPECT_EQ(read_file(mount.m(c.target())), v.next_data);
+  EXPECT_TRUE(eventually([&] { return manifest_records(seal_manifest(c, mount), key, v.next_data); }))
       << "not sealed at its close";
-  EXPECT_EQ(read_file(mount.m(c.target())), next_data);
+  EXPECT_EQ(read_file(mount.m(c.target())), v.next_data);
   if (!sealed) {
-    EXPECT_TRUE(quarantine_holds(mount, new_data)) << "the unsealed bytes are not in quarantine";
+    EXPECT_TRUE(quarantine_holds(mount, v.new_data)) << "the unsealed bytes are not in quarantine";
   }
   if (c.in_entry) {
-    EXPECT_EQ(read_file(mount.m("c/e/other.bin")), other_data);
+    EXPECT_EQ(read_file(mount.m("c/e/other.bin")), v.other_data);
   }
 }
 

@@ -5,11 +5,10 @@
 //  - many publishers of the same keys with readers loading all along: no
 //    reader ever sees a torn entry, every key ends valid, the daemon's
 //    memory stays flat;
-//  - two daemons over one backing store (two hosts sharing an NFS cache):
-//    publishes and damage are seen by both, racing publishes leave one entry.
+//  - two daemons over one backing store: proof_two_daemons_test.cpp.
 // The TileLang protocol is tests/scenarios/tilelang_protocol.py, driven either
 // one command per process (tilelang()) or, where process start-up would
-// dominate, imported by a small in-process loop (kDriver below).
+// dominate, imported by a small in-process loop (kDriver, proof_util.hpp).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -21,112 +20,15 @@
 #include <random>
 
 #include "tests/mount/mount_test_util.hpp"
+#include "tests/mount/proof_util.hpp"
 
 namespace sealfs::test {
 namespace {
 
+using namespace proof;  // the protocol driver shared by the proof tests
+
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
-
-constexpr int kLost = 2;  // save: another writer published first
-
-// Loops over the protocol script's own save/load (imported, not copied):
-//   check  CACHE NS            load every key listed under NS/kernels; exit 4 if any is corrupt
-//   writer CACHE ID KEYS SECS  save KEYS keys (same order in every writer) in namespace g<N>,
-//                              N = 0, 1, … until SECS pass; the started namespace is finished
-//   reader CACHE SECS          load random listed keys of random namespaces until SECS pass;
-//                              exit 4 at the first corrupt load
-// The script's own prints go to /dev/null; each role prints one summary line.
-constexpr const char* kDriver = R"PY(
-import contextlib, importlib.util, os, random, sys, time
-sys.dont_write_bytecode = True
-spec = importlib.util.spec_from_file_location("tl", os.environ["SEALFS_TILELANG_PROTOCOL"])
-tl = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(tl)
-role, cache = sys.argv[1], sys.argv[2]
-quiet = open(os.devnull, "w")
-
-def listed(path):
-    try:
-        return sorted(os.listdir(path))
-    except OSError:
-        return []
-
-if role == "check":
-    ns = sys.argv[3]
-    counts, corrupt = {}, []
-    for key in listed(os.path.join(cache, ns, "kernels")):
-        with contextlib.redirect_stdout(quiet):
-            rc = tl.load(cache, ns, key)
-        counts[rc] = counts.get(rc, 0) + 1
-        if rc == tl.EXIT_CORRUPT:
-            corrupt.append(key)
-    print(f"check {ns}: {counts} corrupt={corrupt}")
-    sys.exit(tl.EXIT_CORRUPT if corrupt else 0)
-
-if role == "writer":
-    ident, nkeys, seconds = sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
-    deadline = time.monotonic() + seconds
-    counts, gen = {}, 0
-    while True:
-        for i in range(nkeys):
-            try:
-                with contextlib.redirect_stdout(quiet):
-                    rc = tl.save(cache, f"g{gen}", f"key{i}", f"w{ident}", 4096 + 512 * int(ident))
-            except OSError as e:
-                rc = f"error {e}"
-            counts[rc] = counts.get(rc, 0) + 1
-        gen += 1
-        if time.monotonic() >= deadline:
-            break
-    print(f"writer {ident}: namespaces={gen} {counts}")
-    sys.exit(0 if all(isinstance(k, int) for k in counts) else 1)
-
-if role == "reader":
-    seconds = float(sys.argv[3])
-    deadline = time.monotonic() + seconds
-    rng = random.Random(os.getpid())
-    counts = {}
-    while time.monotonic() < deadline:
-        spaces = [d for d in listed(cache) if d != "tmp" and not d.startswith(".")]
-        ns = rng.choice(spaces) if spaces else ""
-        keys = listed(os.path.join(cache, ns, "kernels")) if spaces else []
-        if not keys:
-            time.sleep(0.01)
-            continue
-        key = rng.choice(keys)
-        with contextlib.redirect_stdout(quiet):
-            rc = tl.load(cache, ns, key)
-        counts[rc] = counts.get(rc, 0) + 1
-        if rc == tl.EXIT_CORRUPT:
-            print(f"reader: corrupt load of {ns}/{key}: {counts}")
-            sys.exit(tl.EXIT_CORRUPT)
-    print(f"reader: {counts}")
-    sys.exit(0)
-sys.exit(1)
-)PY";
-
-std::vector<std::string> driver_argv(std::vector<std::string> args) {
-  std::vector<std::string> argv = {std::getenv("SEALFS_PYTHON"), "-c", kDriver};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return argv;
-}
-
-const std::vector<std::string> kPythonEnv = {"PYTHONDONTWRITEBYTECODE=1"};
-
-ProcessResult check_namespace(const std::string& cache, const std::string& ns) {
-  return run_process(driver_argv({"check", cache, ns}), kPythonEnv);
-}
-
-std::vector<std::string> save_argv(const std::string& cache, const std::string& key,
-                                   std::vector<std::string> extra = {}) {
-  std::vector<std::string> argv = {std::getenv("SEALFS_PYTHON"), std::getenv("SEALFS_TILELANG_PROTOCOL"),
-                                   "save", cache, key};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  return argv;
-}
-
-std::string file_text(const std::string& path) { return read_file(path).value_or("<unreadable>"); }
 
 // A hit stays a hit (the save then loses to the entry in place); a miss is
 // repaired by the usual "rmtree the broken dir, save" path. Either way the
@@ -246,6 +148,16 @@ class InPlaceWriter {
   std::vector<std::pair<std::string, std::string>> files_;
 };
 
+// Whatever is visible in dir is complete: a killed write never shows partly.
+void expect_visible_files_complete(const InPlaceWriter& writer, const std::string& dir, int trial) {
+  for (const auto& [name, data] : writer.files()) {
+    const std::string path = dir + "/" + name;
+    if (lstat_errno(path) == 0) {
+      EXPECT_EQ(file_text(path), data) << "trial " << trial << ": " << name;
+    }
+  }
+}
+
 // Found an R4 bug when first written: a writer SIGKILLed right after
 // open(O_CREAT|O_TRUNC) could leave an empty file visible and sealed (about 3
 // of 50 trials) because its handle was released without a FLUSH and counted
@@ -295,13 +207,7 @@ TEST(WriterKill, InPlaceWriterKilledAtRandomLeavesHitOrMiss) {
     ASSERT_TRUE(loaded.status == kHit || loaded.status == kMiss)
         << "trial " << trial << ": " << loaded.status << " " << loaded.out << loaded.err;
     ++outcomes[loaded.status];
-    // Whatever is visible is complete: a killed write never shows partly.
-    for (const auto& [name, data] : writer.files()) {
-      const std::string path = dir + "/" + name;
-      if (lstat_errno(path) == 0) {
-        EXPECT_EQ(file_text(path), data) << "trial " << trial << ": " << name;
-      }
-    }
+    expect_visible_files_complete(writer, dir, trial);
     if (status == 0) {
       EXPECT_EQ(loaded.status, kHit) << "trial " << trial << ": the writer finished";
     }
@@ -317,6 +223,54 @@ TEST(WriterKill, InPlaceWriterKilledAtRandomLeavesHitOrMiss) {
 }
 
 // ---------------------------------------------------------------- concurrency
+
+// Waits for every reader (each must exit 0), then every writer (likewise),
+// and prints each one's summary line.
+void wait_for_writers_and_readers(const std::vector<pid_t>& writers, const std::vector<pid_t>& readers,
+                                  const TempDir& logs, std::chrono::seconds limit) {
+  for (std::size_t r = 0; r < readers.size(); ++r) {
+    EXPECT_EQ(wait_process(readers[r], limit), 0)
+        << file_text(logs / ("reader" + std::to_string(r) + ".log"));
+  }
+  for (std::size_t w = 0; w < writers.size(); ++w) {
+    const int status = wait_process(writers[w], limit);
+    const std::string log = file_text(logs / ("writer" + std::to_string(w) + ".log"));
+    EXPECT_EQ(status, 0) << log;
+    std::printf("[ proof ] %s", log.c_str());
+  }
+  for (std::size_t r = 0; r < readers.size(); ++r) {
+    std::printf("[ proof ] %s", file_text(logs / ("reader" + std::to_string(r) + ".log")).c_str());
+  }
+}
+
+// Every key of every writer's namespace (g<N>) under m ends valid; the number
+// of namespaces.
+int check_every_namespace(const std::string& m, int keys) {
+  int namespaces = 0;
+  for (const auto& name : list_dir(m)) {
+    if (name.size() < 2 || name[0] != 'g') continue;
+    ++namespaces;
+    ProcessResult checked = check_namespace(m, name);
+    EXPECT_EQ(checked.status, 0) << checked.out << checked.err;
+    EXPECT_NE(checked.out.find("{0: " + std::to_string(keys) + "}"), std::string::npos)
+        << "not every key of " << name << " is a hit: " << checked.out;
+  }
+  return namespaces;
+}
+
+// The daemon's memory at the end is within 16 MiB of what it was at 25%.
+void expect_rss_flat(std::uint64_t rss_quarter, std::uint64_t rss_end) {
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan keeps freed memory in its quarantine (256 MiB by default), so the
+  // daemon's RSS grows with allocation churn whatever it holds; in this build
+  // LeakSanitizer checks for leaks at the daemon's exit instead.
+  (void)rss_quarter;
+  (void)rss_end;
+  std::printf("[ proof ] ASan build: RSS growth not checked (LeakSanitizer runs at the daemon's exit)\n");
+#else
+  EXPECT_LT(rss_end, rss_quarter + 16 * 1024) << "daemon memory grew";
+#endif
+}
 
 TEST(Concurrency, PublishersAndReadersNeverSeeATornEntry) {
   SEALFS_REQUIRE_FUSE();
@@ -349,32 +303,10 @@ TEST(Concurrency, PublishersAndReadersNeverSeeATornEntry) {
   const std::uint64_t rss_quarter = vm_rss_kib(mount.daemon_pid());
 
   // Writers finish the namespace they started after the deadline.
-  const auto limit = std::chrono::seconds(seconds + 120);
-  for (int r = 0; r < kReaders; ++r) {
-    EXPECT_EQ(wait_process(readers[r], limit), 0)
-        << file_text(logs / ("reader" + std::to_string(r) + ".log"));
-  }
-  int namespaces = 0;
-  for (int w = 0; w < kWriters; ++w) {
-    const int status = wait_process(writers[w], limit);
-    const std::string log = file_text(logs / ("writer" + std::to_string(w) + ".log"));
-    EXPECT_EQ(status, 0) << log;
-    std::printf("[ proof ] %s", log.c_str());
-  }
-  for (int r = 0; r < kReaders; ++r) {
-    std::printf("[ proof ] %s", file_text(logs / ("reader" + std::to_string(r) + ".log")).c_str());
-  }
+  wait_for_writers_and_readers(writers, readers, logs, std::chrono::seconds(seconds + 120));
   const std::uint64_t rss_end = vm_rss_kib(mount.daemon_pid());
 
-  // Every key of every namespace ends valid.
-  for (const auto& name : list_dir(m)) {
-    if (name.size() < 2 || name[0] != 'g') continue;
-    ++namespaces;
-    ProcessResult checked = check_namespace(m, name);
-    EXPECT_EQ(checked.status, 0) << checked.out << checked.err;
-    EXPECT_NE(checked.out.find("{0: " + std::to_string(kKeys) + "}"), std::string::npos)
-        << "not every key of " << name << " is a hit: " << checked.out;
-  }
+  const int namespaces = check_every_namespace(m, kKeys);
   EXPECT_GT(namespaces, 0);
   const auto elapsed = std::chrono::duration<double>(Clock::now() - started).count();
   std::printf(
@@ -383,123 +315,7 @@ TEST(Concurrency, PublishersAndReadersNeverSeeATornEntry) {
       seconds, namespaces, kKeys, static_cast<unsigned long long>(rss_quarter),
       static_cast<unsigned long long>(rss_end), elapsed);
   ASSERT_GT(rss_quarter, 0u);
-#if defined(__SANITIZE_ADDRESS__)
-  // ASan keeps freed memory in its quarantine (256 MiB by default), so the
-  // daemon's RSS grows with allocation churn whatever it holds; in this build
-  // LeakSanitizer checks for leaks at the daemon's exit instead.
-  std::printf("[ proof ] ASan build: RSS growth not checked (LeakSanitizer runs at the daemon's exit)\n");
-#else
-  EXPECT_LT(rss_end, rss_quarter + 16 * 1024) << "daemon memory grew";
-#endif
-}
-
-// ---------------------------------------------------------------- two daemons
-
-class TwoDaemons : public ::testing::Test {
- protected:
-  void SetUp() override {
-    SEALFS_REQUIRE_FUSE();
-    make_dirs(dir_ / "B");
-    a_ = std::make_unique<Mount>(
-        MountConfig::with({"profile=tilelang,cache_timeout=0"}).backed_by(dir_ / "B"));
-    ASSERT_TRUE(a_->ok()) << a_->error();
-    b_ = std::make_unique<Mount>(
-        MountConfig::with({"profile=tilelang,cache_timeout=0"}).backed_by(dir_ / "B"));
-    ASSERT_TRUE(b_->ok()) << b_->error();
-  }
-  std::size_t quarantined_libs() const {
-    const auto files = quarantined_files(*a_);
-    return static_cast<std::size_t>(std::count_if(files.begin(), files.end(), [](const std::string& p) {
-      return p.find("kernel_lib.so") != std::string::npos;
-    }));
-  }
-
-  TempDir dir_{"sealfs-proof-two"};
-  std::unique_ptr<Mount> a_;
-  std::unique_ptr<Mount> b_;
-};
-
-TEST_F(TwoDaemons, PublishThroughOneIsValidThroughTheOther) {
-  ProcessResult saved = tilelang("save", a_->mountpoint(), "k");
-  ASSERT_EQ(saved.status, 0) << saved.out << saved.err;
-  ProcessResult loaded = tilelang("load", b_->mountpoint(), "k");
-  EXPECT_EQ(loaded.status, kHit) << loaded.out << loaded.err;
-  EXPECT_TRUE(list_dir(b_->m("ns/kernels")).count("k"));
-
-  ProcessResult other = tilelang("save", b_->mountpoint(), "k2", {"--variant", "v2"});
-  ASSERT_EQ(other.status, 0) << other.out << other.err;
-  EXPECT_EQ(tilelang("load", a_->mountpoint(), "k2").status, kHit);
-}
-
-TEST_F(TwoDaemons, DamageNoticedByOneIsAMissOnBothAndQuarantinedOnce) {
-  ASSERT_EQ(tilelang("save", a_->mountpoint(), "k").status, 0);
-  ASSERT_EQ(tilelang("load", b_->mountpoint(), "k").status, kHit);
-  ASSERT_EQ(::truncate(a_->b("ns/kernels/k/kernel_lib.so").c_str(), 100), 0);
-
-  ProcessResult through_a = tilelang("load", a_->mountpoint(), "k");
-  EXPECT_EQ(through_a.status, kMiss) << through_a.out;
-  ProcessResult through_b = tilelang("load", b_->mountpoint(), "k");
-  EXPECT_EQ(through_b.status, kMiss) << through_b.out;
-  EXPECT_EQ(lstat_errno(b_->m("ns/kernels/k")), ENOENT);
-  EXPECT_EQ(lstat_errno(a_->m("ns/kernels/k")), ENOENT);
-  EXPECT_EQ(quarantined_libs(), 1u);
-
-  // Both notice at once: still one quarantined copy more, and a miss on both.
-  ASSERT_EQ(tilelang("save", b_->mountpoint(), "k").status, 0);
-  ASSERT_EQ(tilelang("load", a_->mountpoint(), "k").status, kHit);
-  write_file(a_->b("ns/kernels/k/kernel_lib.so"), std::string(4096, '\0'));
-  TempDir logs("sealfs-proof-two-logs");
-  const pid_t pa = spawn_process(
-      {std::getenv("SEALFS_PYTHON"), std::getenv("SEALFS_TILELANG_PROTOCOL"), "load", a_->mountpoint(), "k"},
-      logs / "a.log", kPythonEnv);
-  const pid_t pb = spawn_process(
-      {std::getenv("SEALFS_PYTHON"), std::getenv("SEALFS_TILELANG_PROTOCOL"), "load", b_->mountpoint(), "k"},
-      logs / "b.log", kPythonEnv);
-  EXPECT_EQ(wait_process(pa, std::chrono::seconds(30)), kMiss) << file_text(logs / "a.log");
-  EXPECT_EQ(wait_process(pb, std::chrono::seconds(30)), kMiss) << file_text(logs / "b.log");
-  EXPECT_EQ(quarantined_libs(), 2u);
-
-  ProcessResult repaired = tilelang("save", a_->mountpoint(), "k");
-  EXPECT_EQ(repaired.status, 0) << repaired.out << repaired.err;
-  EXPECT_EQ(tilelang("load", b_->mountpoint(), "k").status, kHit);
-}
-
-TEST_F(TwoDaemons, RacingPublishesThroughBothLeaveOneValidEntry) {
-  constexpr int kRounds = 5;
-  constexpr int kPerSide = 3;
-  TempDir logs("sealfs-proof-race");
-  const pid_t reader =
-      spawn_process(driver_argv({"reader", b_->mountpoint(), "8"}), logs / "reader.log", kPythonEnv);
-  ASSERT_GT(reader, 0);
-  for (int round = 0; round < kRounds; ++round) {
-    const std::string key = "race" + std::to_string(round);
-    std::vector<pid_t> savers;
-    for (int i = 0; i < 2 * kPerSide; ++i) {
-      const Mount& side = i % 2 == 0 ? *a_ : *b_;
-      savers.push_back(
-          spawn_process(save_argv(side.mountpoint(), key, {"--variant", "v" + std::to_string(i)}),
-                        logs / (key + "_" + std::to_string(i) + ".log"), kPythonEnv));
-      ASSERT_GT(savers.back(), 0);
-    }
-    int won = 0;
-    for (std::size_t i = 0; i < savers.size(); ++i) {
-      const int status = wait_process(savers[i], std::chrono::seconds(60));
-      EXPECT_TRUE(status == 0 || status == kLost)
-          << key << " saver " << i << ": " << status << " "
-          << file_text(logs / (key + "_" + std::to_string(i) + ".log"));
-      if (status == 0) ++won;
-    }
-    EXPECT_EQ(won, 1) << key;
-    EXPECT_EQ(tilelang("load", a_->mountpoint(), key).status, kHit) << key;
-    EXPECT_EQ(tilelang("load", b_->mountpoint(), key).status, kHit) << key;
-    const auto in_b = list_dir(a_->b("ns/kernels/" + key));
-    EXPECT_EQ(in_b, (std::set<std::string>{".", "..", ".sealfs-manifest", "device_kernel.cu",
-                                           "host_kernel.cu", "kernel_lib.so", "params.pkl"}))
-        << key;
-  }
-  EXPECT_EQ(wait_process(reader, std::chrono::seconds(60)), 0) << file_text(logs / "reader.log");
-  std::printf("[ proof ] two daemons race: %d rounds x %d savers; %s", kRounds, 2 * kPerSide,
-              file_text(logs / "reader.log").c_str());
+  expect_rss_flat(rss_quarter, rss_end);
 }
 
 }  // namespace

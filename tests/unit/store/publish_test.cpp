@@ -272,9 +272,19 @@ struct ScratchStore : PublishTest {
   void TestBody() override {}
 };
 
-// Every transaction the crash test stops at each step, as one table.
-std::vector<Transaction> transactions() {  // NOLINT(readability-function-size): one table, read as a list
-  std::vector<Transaction> t;
+// Creates w in the directory at rel (through the store), writes "written"
+// into it and seals it.
+Status create_write_seal(PublishTest& f, const std::string& rel) {
+  UniqueFd d = f.dir(rel);
+  auto cr = f.store().create(d.get(), "w", 0644, O_WRONLY);
+  if (!cr) return Status(cr.error());
+  if (::write(cr->open_fd.get(), "written", 7) != 7) return Status(errno_error("write"));
+  return f.store().seal(cr->found.fd.get());
+}
+
+// The publishes by rename: directory and file entries, fresh or replacing,
+// and amends of a published entry.
+void add_rename_transactions(std::vector<Transaction>& t) {
   t.push_back({"dir_publish",
                [](PublishTest& f) {
                  f.stage("tmp/s", {{"a.so", "aaaa"}, {"b.src", "bb"}, {"sub/c", "c"}});
@@ -310,6 +320,10 @@ std::vector<Transaction> transactions() {  // NOLINT(readability-function-size):
                  write_file(f.B("tmp/n"), "new!");
                },
                [](PublishTest& f) { return f.rename("tmp/n", "c/k/n"); }});
+}
+
+// The other transactions: an unlink inside an entry, seals at a close, a link.
+void add_other_transactions(std::vector<Transaction>& t) {
   t.push_back({"unlink_in_entry",
                [](PublishTest& f) {
                  f.stage("tmp/s", {{"a", "a"}, {"b", "b"}});
@@ -319,26 +333,14 @@ std::vector<Transaction> transactions() {  // NOLINT(readability-function-size):
                  UniqueFd k = f.dir("c/k");
                  return f.store().unlink(k.get(), "a");
                }});
-  t.push_back({"seal_new_file", [](PublishTest&) {},
-               [](PublishTest& f) {
-                 UniqueFd c = f.dir("c");
-                 auto cr = f.store().create(c.get(), "w", 0644, O_WRONLY);
-                 if (!cr) return Status(cr.error());
-                 if (::write(cr->open_fd.get(), "written", 7) != 7) return Status(errno_error("write"));
-                 return f.store().seal(cr->found.fd.get());
-               }});
+  t.push_back(
+      {"seal_new_file", [](PublishTest&) {}, [](PublishTest& f) { return create_write_seal(f, "c"); }});
   t.push_back({"seal_into_entry",
                [](PublishTest& f) {
                  f.stage("tmp/s", {{"a", "a"}});
                  ASSERT_TRUE(f.rename("tmp/s", "c/k").ok());
                },
-               [](PublishTest& f) {
-                 UniqueFd k = f.dir("c/k");
-                 auto cr = f.store().create(k.get(), "w", 0644, O_WRONLY);
-                 if (!cr) return Status(cr.error());
-                 if (::write(cr->open_fd.get(), "written", 7) != 7) return Status(errno_error("write"));
-                 return f.store().seal(cr->found.fd.get());
-               }});
+               [](PublishTest& f) { return create_write_seal(f, "c/k"); }});
   t.push_back({"link_publish", [](PublishTest& f) { write_file(f.B("tmp/l"), "linked"); },
                [](PublishTest& f) {
                  auto src = f.lookup("tmp/l");
@@ -347,6 +349,14 @@ std::vector<Transaction> transactions() {  // NOLINT(readability-function-size):
                  auto r = f.store().link(src->fd.get(), c.get(), "l");
                  return r ? Status{} : Status(r.error());
                }});
+}
+
+// Every transaction the crash test stops at each step, in a fixed order (the
+// test's parameter is an index into it).
+std::vector<Transaction> transactions() {
+  std::vector<Transaction> t;
+  add_rename_transactions(t);
+  add_other_transactions(t);
   return t;
 }
 
