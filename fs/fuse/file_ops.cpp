@@ -38,8 +38,8 @@ void finish_handle(Filesystem& fs, FileHandle& handle) {
     WriterTracking::Hold gate;
     if (*last != LastClose::untouched) {
       gate = fs.writers.hold(inode->dev, inode->ino);
-      const auto pfd = inode->path_fd();
-      const auto seen = inode->last_seen();
+      const auto pfd = handle.opened_as ? handle.opened_as : inode->path_fd();
+      const auto seen = handle.opened_as ? handle.opened_at : inode->last_seen();
       status = *last == LastClose::abandon ? fs.store->abandon(pfd->get(), seen.hint())
                                            : fs.store->seal(pfd->get(), seen.hint());
     }
@@ -120,6 +120,8 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     auto handle = created_handle(*created, fi->flags);
     fuse_entry_param e = remember(fs, std::move(created->found), *dir, name);
     handle->inode = fs.inodes.get(e.ino);
+    handle->opened_as = handle->inode->path_fd();
+    handle->opened_at = handle->inode->last_seen();
     if (handle->tracked) fs.writers.opened(handle->inode->dev, handle->inode->ino);
     fi->fh = fs.files.add(handle);
     fi->keep_cache = 0;
@@ -151,6 +153,8 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     auto handle = std::make_shared<FileHandle>();
     handle->fd = std::move(*fd);
     handle->inode = inode;
+    handle->opened_as = inode->path_fd();
+    handle->opened_at = inode->last_seen();
     handle->tracked = tracked;
     handle->changed = tracked && (flags & O_TRUNC) != 0;
     if (!writer && is_sealed(kind)) {

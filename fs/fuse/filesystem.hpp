@@ -25,7 +25,14 @@ namespace sealfs::fuse {
 
 struct FileHandle {
   UniqueFd fd;
-  InodeRef inode;        // keeps the O_PATH fd for seal/abandon after the kernel forgets it
+  InodeRef inode;  // keeps the O_PATH fd for seal/abandon after the kernel forgets it
+  // The name the file was opened under (the inode's O_PATH fd and where it
+  // was seen then; an O_PATH fd follows renames). The seal after the last
+  // close seals that name: a link through the mount that comes before the
+  // kernel's RELEASE gives the inode a newer fd under the new name, which the
+  // link sealed itself, and the writer's own name must not be left unsealed.
+  std::shared_ptr<const UniqueFd> opened_as;
+  Inode::SeenAt opened_at;
   bool tracked = false;  // counted in WriterTracking (a write handle outside volatile areas)
   std::atomic<bool> abandoned{false};
   // Every close(2) of a descriptor sends FLUSH before the last RELEASE. A

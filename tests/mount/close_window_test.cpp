@@ -132,6 +132,25 @@ TEST_F(CloseWindow, TruncateByPathWhileTheSealHashes) {
   expect_clean_store();
 }
 
+// The link-then-unlink publish done before the kernel's RELEASE reaches the
+// daemon: the link gives the inode a newer name (and O_PATH fd); the seal at
+// the last close must still seal the name the writer wrote, or that name is
+// left unsealed and hidden and its unlink fails (seen under TSan in CI).
+TEST_F(CloseWindow, LinkAndUnlinkBeforeTheRelease) {
+  SEALFS_REQUIRE_FUSE();
+  mount_with(kLateRelease);
+  const std::string data = content('k');
+  write_new(m("written"), data, 0644);
+  ASSERT_EQ(err_of(::link(m("written").c_str(), m("linked").c_str())), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // past the late RELEASE and its seal
+  EXPECT_EQ(read_file(m("written")), data) << "the writer's own name was left unsealed";
+  expect_sealed_as("written", data);
+  ASSERT_EQ(err_of(::unlink(m("written").c_str())), 0);
+  EXPECT_EQ(read_file(m("linked")), data);
+  expect_sealed_as("linked", data);
+  expect_clean_store();
+}
+
 // link (the "link then unlink" publish) and unlink right after the close.
 TEST_F(CloseWindow, LinkAndUnlinkWhileTheSealHashes) {
   SEALFS_REQUIRE_FUSE();
