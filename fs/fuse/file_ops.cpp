@@ -120,9 +120,11 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     auto handle = created_handle(*created, fi->flags);
     fuse_entry_param e = remember(fs, std::move(created->found), *dir, name);
     handle->inode = fs.inodes.get(e.ino);
-    handle->opened_as = handle->inode->path_fd();
-    handle->opened_at = handle->inode->last_seen();
-    if (handle->tracked) fs.writers.opened(handle->inode->dev, handle->inode->ino);
+    if (handle->tracked) {
+      handle->opened_as = handle->inode->path_fd();
+      handle->opened_at = handle->inode->last_seen();
+      fs.writers.opened(handle->inode->dev, handle->inode->ino);
+    }
     fi->fh = fs.files.add(handle);
     fi->keep_cache = 0;
     if (fuse_reply_create(req, &e, fi) != 0) {
@@ -153,8 +155,10 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     auto handle = std::make_shared<FileHandle>();
     handle->fd = std::move(*fd);
     handle->inode = inode;
-    handle->opened_as = inode->path_fd();
-    handle->opened_at = inode->last_seen();
+    if (tracked) {
+      handle->opened_as = inode->path_fd();
+      handle->opened_at = inode->last_seen();
+    }
     handle->tracked = tracked;
     handle->changed = tracked && (flags & O_TRUNC) != 0;
     if (!writer && is_sealed(kind)) {

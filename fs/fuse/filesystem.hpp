@@ -31,6 +31,9 @@ struct FileHandle {
   // close seals that name: a link through the mount that comes before the
   // kernel's RELEASE gives the inode a newer fd under the new name, which the
   // link sealed itself, and the writer's own name must not be left unsealed.
+  // Write handles only: each may keep one O_PATH fd alive that a later
+  // lookup replaced (within descriptors_low's headroom); read handles, which
+  // a caller can hold by the thousand, keep none.
   std::shared_ptr<const UniqueFd> opened_as;
   Inode::SeenAt opened_at;
   bool tracked = false;  // counted in WriterTracking (a write handle outside volatile areas)
