@@ -142,28 +142,27 @@ bool Store::writes_tracked(int path_fd, ObjectKind last_kind, PlaceHint hint) {
   return in_volatile ? !*in_volatile : tracked_kind(last_kind);
 }
 
-Result<std::string> Store::get_xattr(int path_fd, std::string_view name) {
+Result<Store::XattrValue> Store::get_xattr(int path_fd, std::string_view name, std::size_t capacity) {
+  XattrValue out;
   if (reserved_xattr(name)) {
     auto st = attributes(path_fd);
     auto root_st = attributes(root_fd());
-    if (name == kStatusXattr && st && root_st && same_object(*st, *root_st)) return metrics().to_json();
-    return make_error(ENODATA, "reserved extended attribute");
+    if (name != kStatusXattr || !st || !root_st || !same_object(*st, *root_st))
+      return make_error(ENODATA, "reserved extended attribute");
+    out.value = metrics().to_json();
+    out.length = out.value.size();
+    if (capacity == 0) out.value.clear();
+    if (out.length > capacity && capacity != 0)
+      return make_error(ERANGE, "getxattr: value larger than the buffer");
+    return out;
   }
-  const std::string path = proc_fd_path(path_fd);
-  const std::string key(name);
-  std::string value;
-  for (int attempt = 0; attempt < 8; ++attempt) {  // the value may grow between the two calls
-    const ssize_t want = ::getxattr(path.c_str(), key.c_str(), nullptr, 0);
-    if (want < 0) return failure("getxattr");
-    value.assign(static_cast<std::size_t>(want), '\0');
-    const ssize_t got = want == 0 ? 0 : ::getxattr(path.c_str(), key.c_str(), value.data(), value.size());
-    if (got >= 0) {
-      value.resize(static_cast<std::size_t>(got));
-      return value;
-    }
-    if (errno != ERANGE) return failure("getxattr");
-  }
-  return make_error(ERANGE, "getxattr: the value keeps growing");
+  out.value.assign(capacity, '\0');
+  const ssize_t got = ::getxattr(proc_fd_path(path_fd).c_str(), std::string(name).c_str(),
+                                 capacity == 0 ? nullptr : out.value.data(), capacity);
+  if (got < 0) return failure("getxattr");
+  out.length = static_cast<std::size_t>(got);
+  out.value.resize(capacity == 0 ? 0 : out.length);
+  return out;
 }
 
 Result<std::string> Store::list_xattrs(int path_fd) const {

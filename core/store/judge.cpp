@@ -102,13 +102,10 @@ Result<Judgement> Judge::judge_in_entry(const DirContext& ctx, int dir_fd, std::
 // A file outside any directory entry: its sidecar makes it a file entry.
 Result<Judgement> Judge::judge_file_entry(const DirContext& ctx, int dir_fd, std::string_view name,
                                           Judgement j, VerifyDepth depth) const {
-  const std::string sidecar = sidecar_name(name);
-  if (!stat_at(dir_fd, sidecar)) {
-    if (policy_.in_progress(j.st)) return shown(std::move(j), ObjectKind::in_progress);
-    return hidden(std::move(j), "foreign: no manifest covers it");
-  }
-  // Written through M right now: the writer's seal will fix the sidecar.
+  // Written through M right now: the writer's seal makes or fixes the sidecar.
   if (policy_.in_progress(j.st)) return shown(std::move(j), ObjectKind::in_progress);
+  const std::string sidecar = sidecar_name(name);
+  if (!stat_at(dir_fd, sidecar)) return hidden(std::move(j), "foreign: no manifest covers it");
   auto where = file_entry_location(dir_fd, name, j.st, ctx.rel);
   auto v = entries_.check(where, depth);
   if (v->unknown) return make_error(EAGAIN, std::string(name) + ": not verified yet");

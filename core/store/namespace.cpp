@@ -33,10 +33,11 @@ Result<Target> visible_target(Store::Impl& s, int dir_fd, std::string_view name)
   return Target{std::move(*ctx), std::move(*j)};
 }
 
-// For create/mkdir/symlink/mknod: the directory's context, and the
-// judgement of what is under the (checked) name now, a hidden object there
-// moved out of the way first (R5).
+// For create/mkdir/symlink/mknod: the new name checked (R7), the directory's
+// context, and the judgement of what is under the name now, a hidden object
+// there moved out of the way first (R5).
 Result<Target> cleared_target(Store::Impl& s, int dir_fd, std::string_view name) {
+  if (Status ok = check_new_name(name); !ok) return ok.error();
   auto ctx = s.places.context_of(dir_fd);
   if (!ctx) return ctx.error();
   auto j = s.consequences.clear_hidden(*ctx, dir_fd, name);
@@ -48,7 +49,6 @@ Result<Target> cleared_target(Store::Impl& s, int dir_fd, std::string_view name)
 
 Result<Store::Created> Store::create(int dir_fd, std::string_view name, mode_t mode, int flags) {
   Impl& s = *impl_;
-  if (Status ok = check_new_name(name); !ok) return ok.error();
   auto t = cleared_target(s, dir_fd, name);
   if (!t) return t.error();
   const DirContext* ctx = &t->ctx;
@@ -77,7 +77,6 @@ Result<Store::Created> Store::create(int dir_fd, std::string_view name, mode_t m
 
 Result<Found> Store::mkdir(int dir_fd, std::string_view name, mode_t mode) {
   Impl& s = *impl_;
-  if (Status ok = check_new_name(name); !ok) return ok.error();
   auto t = cleared_target(s, dir_fd, name);
   if (!t) return t.error();
   const DirContext* ctx = &t->ctx;
@@ -94,7 +93,6 @@ Result<Found> Store::mkdir(int dir_fd, std::string_view name, mode_t mode) {
 Result<Found> Store::symlink(int dir_fd, std::string_view name, std::string_view target) {
   Impl& s = *impl_;
   DeferredInvalidations held(s.consequences);
-  if (Status ok = check_new_name(name); !ok) return ok.error();
   if (target.empty() || target.find('\0') != std::string_view::npos || target.size() >= PATH_MAX)
     return make_error(EINVAL, "invalid symlink target");
   auto t = cleared_target(s, dir_fd, name);
@@ -121,7 +119,6 @@ Result<Found> Store::symlink(int dir_fd, std::string_view name, std::string_view
 Result<Found> Store::mknod(int dir_fd, std::string_view name, mode_t mode, dev_t rdev) {
   Impl& s = *impl_;
   DeferredInvalidations held(s.consequences);
-  if (Status ok = check_new_name(name); !ok) return ok.error();
   const mode_t type = mode & S_IFMT;
   // R10: devices like FIFOs and sockets, created and shown, never sealed.
   // Only a caller with CAP_MKNOD gets this far (the kernel checks it), and

@@ -240,7 +240,13 @@ class Store {
   // removed through the mount (EPERM), never listed, absent (ENODATA) except
   // kStatusXattr on the root, which holds metrics().to_json().
   static constexpr const char* kStatusXattr = "user.sealfs.status";
-  Result<std::string> get_xattr(int path_fd, std::string_view name);
+  // As getxattr(2), one system call: capacity 0 asks for the length only
+  // (value stays empty); a value longer than capacity is ERANGE.
+  struct XattrValue {
+    std::size_t length = 0;
+    std::string value;
+  };
+  Result<XattrValue> get_xattr(int path_fd, std::string_view name, std::size_t capacity);
   // The names, each followed by '\0', reserved ones left out.
   Result<std::string> list_xattrs(int path_fd) const;
   Status set_xattr(int path_fd, std::string_view name, std::string_view value, int flags);

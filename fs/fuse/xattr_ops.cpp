@@ -24,7 +24,10 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) 
   guarded(req, [&] {
     InodeRef inode = inode_or_reply(req, ino);
     if (!inode) return;
-    reply_xattr_value(req, fs_of(req).store->get_xattr(inode->path_fd()->get(), name), size);
+    auto got = fs_of(req).store->get_xattr(inode->path_fd()->get(), name, size);
+    if (!got) return reply_error(req, got.error());
+    if (size == 0) return (void)fuse_reply_xattr(req, got->length);
+    fuse_reply_buf(req, got->value.data(), got->value.size());
   });
 }
 
