@@ -120,7 +120,9 @@ bool ignored(const Option& opt) {
 Status apply_mount_option(const Option& opt, MountOptions& o) {
   const std::string_view key = opt.key;
   if (ignored(opt)) return {};
-  if (!opt.has_value && contains(kConnFlags, key)) {
+  if (!opt.has_value && key == "no_open") {
+    o.no_open = true;
+  } else if (!opt.has_value && contains(kConnFlags, key)) {
     o.conn_options.emplace_back(key);
   } else if (key == "readdirplus") {
     if (opt.value != "yes" && opt.value != "no" && opt.value != "auto")
@@ -131,6 +133,7 @@ Status apply_mount_option(const Option& opt, MountOptions& o) {
     o.conn_options.emplace_back(opt.text);
   } else if (!opt.has_value && contains(kFuseFlags, key)) {
     if (key == "allow_other") o.allow_other = true;
+    if (key == "ro" || key == "rw") o.read_only = key == "ro";
     if (key == "debug")
       o.debug = true;
     else

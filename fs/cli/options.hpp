@@ -29,6 +29,9 @@ struct MountOptions : BackingOptions {
   bool foreground = false;
   bool debug = false;
   bool allow_other = false;
+  bool read_only = false;  // -o ro: the superblock is read-only (no writes, no R4)
+  // -o no_open: OPEN answered ENOSYS (fs/README.md "Without OPEN"); implied by ro.
+  bool no_open = false;
 
   // Options handed to libfuse as one "-o" list (always with
   // default_permissions, see DESIGN.md "allow_other").

@@ -8,6 +8,7 @@
 #include <cstdio>  // RENAME_EXCHANGE
 #include <string_view>
 
+#include "fs/fuse/file_handles.hpp"
 #include "fs/fuse/handlers.hpp"
 #include "fs/fuse/request.hpp"
 
@@ -76,6 +77,12 @@ Status change_attributes(Store& store, const Inode& inode, FileHandle* handle, c
   return {};
 }
 
+// The kernel dropped nlookup references to ino; when that was the last, its
+// implicit read handle goes with it (it would keep an unlinked file's space).
+void forget_inode(Filesystem& fs, fuse_ino_t ino, uint64_t nlookup) {
+  if (fs.inodes.forget(ino, nlookup)) fs.implicit.forget(ino);
+}
+
 }  // namespace
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -90,13 +97,13 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
-  guarded_noreply(req, [&] { fs_of(req).inodes.forget(ino, nlookup); });
+  guarded_noreply(req, [&] { forget_inode(fs_of(req), ino, nlookup); });
 }
 
 void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
   guarded_noreply(req, [&] {
     Filesystem& fs = fs_of(req);
-    for (size_t i = 0; i < count; ++i) fs.inodes.forget(forgets[i].ino, forgets[i].nlookup);
+    for (size_t i = 0; i < count; ++i) forget_inode(fs, forgets[i].ino, forgets[i].nlookup);
   });
 }
 
@@ -113,11 +120,23 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
     Filesystem& fs = fs_of(req);
     InodeRef inode = inode_or_reply(req, ino);
     if (!inode) return;
-    auto handle = fi ? fs.files.get(fi->fh) : nullptr;
+    // The handle the change goes through: the caller's own; without OPEN an
+    // ftruncate (fh 0) is the file's first change or one more (R4); any other
+    // change of a file in progress goes through its writer's handle.
+    HandleInUse held;
+    if (fi != nullptr && fi->fh != 0) {
+      held.handle = fs.files.get(fi->fh);
+    } else if (fi != nullptr && (to_set & FUSE_SET_ATTR_SIZE) != 0) {
+      held = handle_to_change(req, ino, fi);
+      if (!held) return;
+    } else {
+      held = implicit_writer_of(fs, ino);
+    }
     // Never while the file is being sealed: new times or a new size in the
     // middle of its hash would fail the seal.
     auto gate = fs.writers.hold(inode->dev, inode->ino);
-    if (Status s = change_attributes(*fs.store, *inode, handle.get(), *attr, to_set); !s)
+    inode->changed_here();  // a size or times set here: the kernel's pages stay right
+    if (Status s = change_attributes(*fs.store, *inode, held.handle.get(), *attr, to_set); !s)
       return reply_error(req, s.error());
     reply_attributes(req, fs, *inode);
   });

@@ -1,7 +1,8 @@
 // Requests on files and their handles: create, open, read, write, flush,
 // release, fsync, fallocate, lseek. R4 lives here on the adapter's side: a
 // write handle outside volatile areas is tracked (WriterTracking) from its
-// open to the seal or abandon after its last release.
+// open (CREATE, or without OPEN its first change: file_handles.hpp) to the
+// seal or abandon after its last close.
 //
 // Data path: READ and WRITE move bytes between /dev/fuse and the handle the
 // store opened (libfuse's splice or copy, fd_bufvec); that is the only I/O on
@@ -13,6 +14,7 @@
 #include <memory>
 
 #include "fs/fuse/fd_bufvec.hpp"
+#include "fs/fuse/file_handles.hpp"
 #include "fs/fuse/handlers.hpp"
 #include "fs/fuse/request.hpp"
 
@@ -20,35 +22,6 @@ namespace sealfs::fuse {
 namespace {
 
 bool opens_for_write(int flags) { return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC) != 0; }
-
-// The end of a file handle: close it and, when it was the last write handle
-// of its file, seal it or abandon it (R4) while holding the file's gate.
-void finish_handle(Filesystem& fs, FileHandle& handle) {
-  handle.fd.reset();
-  if (!handle.tracked) return;
-  const InodeRef& inode = handle.inode;
-  const HandleEnd end{handle.changed.load(), handle.abandoned.load() || !handle.flushed.load(), handle.made,
-                      handle.closed_normally.load()};
-  const auto last = fs.writers.released(inode->dev, inode->ino, end);
-  if (!last) return;
-  Status status;
-  {
-    // The file stops being in progress before its gate opens: a rename or
-    // lookup waiting on the gate then finds it sealed, never in between.
-    WriterTracking::Hold gate;
-    if (*last != LastClose::untouched) {
-      gate = fs.writers.hold(inode->dev, inode->ino);
-      const auto pfd = handle.opened_as ? handle.opened_as : inode->path_fd();
-      const auto seen = handle.opened_as ? handle.opened_at : inode->last_seen();
-      status = *last == LastClose::abandon ? fs.store->abandon(pfd->get(), seen.hint())
-                                           : fs.store->seal(pfd->get(), seen.hint());
-    }
-    fs.writers.finished(inode->dev, inode->ino);
-  }
-  if (!status)
-    syslog(LOG_WARNING, "sealfs: %s at last close: %s", *last == LastClose::abandon ? "abandon" : "seal",
-           status.error().message.c_str());
-}
 
 // The handle of a new file from Store::create, tracked when it writes or made
 // the file: O_CREAT with O_RDONLY makes a file that is sealed empty at its
@@ -62,48 +35,32 @@ std::shared_ptr<FileHandle> created_handle(Store::Created& created, int flags) {
   return handle;
 }
 
-// open_file for an inode, counted in progress from before the open when it
-// is tracked, so that the store never judges the file half written by this
-// very handle; a seal still running from the last writer's close finishes
-// first (a second writer waits for it).
-Result<UniqueFd> open_tracked(Filesystem& fs, const Inode& inode, int flags, bool tracked) {
-  Result<UniqueFd> fd = make_error(EIO, "not opened");
-  {
-    WriterTracking::Hold gate;
-    if (tracked) {
-      gate = fs.writers.hold(inode.dev, inode.ino);
-      fs.writers.opened(inode.dev, inode.ino);
-    }
-    fd = fs.store->open_file(inode.path_fd()->get(), flags, inode.last_seen().hint());
+// Without OPEN the kernel sends no RELEASE at all, not even for a file from
+// CREATE: the new file's handle becomes its implicit writer, with the
+// creator's process counted, and ends at that process's FLUSH (fh 0).
+void reply_created_implicit(fuse_req_t req, Filesystem& fs, const fuse_entry_param& e, fuse_file_info* fi,
+                            std::shared_ptr<FileHandle> handle) {
+  const pid_t creator = fuse_req_ctx(req)->pid;  // req is gone once answered
+  auto writer = fs.implicit.writer_for_change(
+      e.ino, creator, [&]() -> Result<std::shared_ptr<FileHandle>> { return handle; },
+      [](FileHandle& /*ours*/) {});
+  if (!writer) {
+    finish_handle(fs, *handle);
+    fs.inodes.forget(e.ino, 1);
+    return reply_error(req, writer.error());
   }
-  if (!fd && tracked) fs.writers.cancelled(inode.dev, inode.ino);
-  return fd;
-}
-
-// R2: a READ that reaches the daemon (a page the kernel does not hold) serves
-// only bytes that were verified. The backing file's stamp is compared with
-// the one verified at open; a file changed since is verified again (and
-// quarantined if damaged), and EIO is the answer unless it still checks out.
-bool still_verified(Filesystem& fs, FileHandle& handle) {
-  auto st = fs.store->attributes(handle.fd.get());
-  if (!st) return false;
-  const Stamp now = Stamp::of(*st);
-  {
-    std::lock_guard lock(handle.stamp_mu);
-    if (now == handle.verified) return true;
+  if ((*writer)->handle != handle) {
+    // A writer of this file was there first (a CREATE of an existing name):
+    // it carries on, and this open counts as one more of its writers.
+    if ((*writer)->handle && handle->changed) (*writer)->handle->changed = true;  // O_TRUNC
+    handle->fd.reset();
+    if (handle->tracked) fs.writers.cancelled(handle->inode->dev, handle->inode->ino);
   }
-  auto fresh =
-      fs.store->open_file(handle.inode->path_fd()->get(), O_RDONLY, handle.inode->last_seen().hint());
-  if (!fresh) {
-    syslog(LOG_WARNING, "sealfs: read of a file changed behind the mount refused: %s",
-           fresh.error().message.c_str());
-    return false;
+  fi->fh = 0;
+  if (fuse_reply_create(req, &e, fi) != 0) {
+    flush_implicit(fs, e.ino, creator);  // as if the creator closed it at once
+    fs.inodes.forget(e.ino, 1);
   }
-  auto again = fs.store->attributes(fresh->get());
-  if (!again || again->st_dev != st->st_dev || again->st_ino != st->st_ino) return false;
-  std::lock_guard lock(handle.stamp_mu);
-  handle.verified = Stamp::of(*again);
-  return true;
 }
 
 }  // namespace
@@ -125,8 +82,9 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
       handle->opened_at = handle->inode->last_seen();
       fs.writers.opened(handle->inode->dev, handle->inode->ino);
     }
-    fi->fh = fs.files.add(handle);
     fi->keep_cache = 0;
+    if (fs.no_open) return reply_created_implicit(req, fs, e, fi, std::move(handle));
+    fi->fh = fs.files.add(handle);
     if (fuse_reply_create(req, &e, fi) != 0) {
       if (auto taken = fs.files.take(fi->fh)) finish_handle(fs, *taken);
       fs.inodes.forget(e.ino, 1);
@@ -137,6 +95,10 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   guarded(req, [&] {
     Filesystem& fs = fs_of(req);
+    // No OPEN round trip (fs/README.md): ENOSYS tells the kernel to stop
+    // sending OPEN and RELEASE for the whole connection; it then keeps each
+    // file's page cache across opens, and requests come with fh 0.
+    if (fs.no_open) return (void)fuse_reply_err(req, ENOSYS);
     InodeRef inode = inode_or_reply(req, ino);
     if (!inode) return;
     if (fs.descriptors_low()) return (void)fuse_reply_err(req, ENFILE);
@@ -179,32 +141,49 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   });
 }
 
-void op_read(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_info* fi) {
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   guarded(req, [&] {
-    auto handle = file_or_reply(req, fi);
-    if (!handle) return;
-    if (handle->sealed_read && !still_verified(fs_of(req), *handle)) return (void)fuse_reply_err(req, EIO);
-    fuse_bufvec buf = fd_bufvec(size, handle->fd.get(), off);
+    auto held = handle_to_read(req, ino, fi);
+    if (!held) return;
+    if (held->sealed_read && !still_verified(fs_of(req), *held.handle)) return (void)fuse_reply_err(req, EIO);
+    fuse_bufvec buf = fd_bufvec(size, held->fd.get(), off);
     fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
   });
 }
 
-void op_write_buf(fuse_req_t req, fuse_ino_t /*ino*/, fuse_bufvec* in, off_t off, fuse_file_info* fi) {
+void op_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t off, fuse_file_info* fi) {
   guarded(req, [&] {
-    auto handle = file_or_reply(req, fi);
-    if (!handle) return;
-    handle->changed = true;
-    fuse_bufvec out = fd_bufvec(fuse_buf_size(in), handle->fd.get(), off);
-    const ssize_t n = fuse_buf_copy(&out, in, static_cast<fuse_buf_copy_flags>(0));
+    Filesystem& fs = fs_of(req);
+    ssize_t n = 0;
+    {
+      auto held = handle_to_change(req, ino, fi);
+      if (!held) return;
+      held->changed = true;
+      fuse_bufvec out = fd_bufvec(fuse_buf_size(in), held->fd.get(), off);
+      n = fuse_buf_copy(&out, in, static_cast<fuse_buf_copy_flags>(0));
+    }
     if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
+    // Sealed before the answer: the request (and its interruption) must
+    // still be alive while the seal hashes.
+    if (fi != nullptr && fi->fh == 0 && fi->writepage) end_unheld_writer(fs, ino);
     fuse_reply_write(req, static_cast<size_t>(n));
   });
 }
 
 // FLUSH comes from the closing task itself, so this is where R4 can see
-// whether that task is dying of a signal or a failure.
-void op_flush(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
+// whether that task is dying of a signal or a failure. Without OPEN it comes
+// at every close, and only a close by a process that changed the file costs
+// more than a map lookup.
+void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   guarded(req, [&] {
+    Filesystem& fs = fs_of(req);
+    // A read-only mount changes nothing: ENOSYS makes the kernel stop
+    // sending FLUSH at all.
+    if (fs.read_only) return (void)fuse_reply_err(req, ENOSYS);
+    if (fi == nullptr || fi->fh == 0) {
+      flush_implicit(fs, ino, fuse_req_ctx(req)->pid);
+      return (void)fuse_reply_err(req, 0);
+    }
     auto handle = file_or_reply(req, fi);
     if (!handle) return;
     if (handle->tracked) {
@@ -228,28 +207,28 @@ void op_release(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
   });
 }
 
-void op_fsync(fuse_req_t req, fuse_ino_t /*ino*/, int datasync, fuse_file_info* fi) {
+void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
   guarded(req, [&] {
-    auto handle = file_or_reply(req, fi);
-    if (!handle) return;
-    reply_status(req, fs_of(req).store->sync_handle(handle->fd.get(), datasync != 0));
+    auto held = handle_to_read(req, ino, fi);
+    if (!held) return;
+    reply_status(req, fs_of(req).store->sync_handle(held->fd.get(), datasync != 0));
   });
 }
 
-void op_fallocate(fuse_req_t req, fuse_ino_t /*ino*/, int mode, off_t off, off_t len, fuse_file_info* fi) {
+void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len, fuse_file_info* fi) {
   guarded(req, [&] {
-    auto handle = file_or_reply(req, fi);
-    if (!handle) return;
-    handle->changed = true;
-    reply_status(req, fs_of(req).store->allocate(handle->fd.get(), mode, off, len));
+    auto held = handle_to_change(req, ino, fi);
+    if (!held) return;
+    held->changed = true;
+    reply_status(req, fs_of(req).store->allocate(held->fd.get(), mode, off, len));
   });
 }
 
-void op_lseek(fuse_req_t req, fuse_ino_t /*ino*/, off_t off, int whence, fuse_file_info* fi) {
+void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, fuse_file_info* fi) {
   guarded(req, [&] {
-    auto handle = file_or_reply(req, fi);
-    if (!handle) return;
-    auto pos = fs_of(req).store->seek(handle->fd.get(), off, whence);
+    auto held = handle_to_read(req, ino, fi);
+    if (!held) return;
+    auto pos = fs_of(req).store->seek(held->fd.get(), off, whence);
     if (!pos) return reply_error(req, pos.error());
     fuse_reply_lseek(req, *pos);
   });

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "core/store/store.hpp"
 #include "core/verify/verifier.hpp"
 #include "fs/fuse/handle_table.hpp"
+#include "fs/fuse/implicit_handles.hpp"
 #include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/invalidator.hpp"
 #include "fs/fuse/writer_tracking.hpp"
@@ -84,8 +86,15 @@ struct Filesystem {
   Invalidator invalidator;
   HandleTable<FileHandle> files;
   HandleTable<DirHandle> dirs;
+  ImplicitHandles implicit;      // fh 0: the handles OPEN would have made (no_open)
   double cache_timeout = 1.0;    // seconds, for sealed and verified objects
   bool chown_to_caller = false;  // running as root: created objects belong to the caller
+  // OPEN is answered ENOSYS (-o no_open or ro, unless verify=always, which
+  // hashes at every open, or the kernel cannot run without OPEN): see
+  // fs/README.md "Without OPEN".
+  bool no_open = false;
+  bool read_only = false;  // -o ro: FLUSH answered ENOSYS too
+  std::string mountpoint;  // absolute: a process's descriptors on the mount are found by it
   // -o max_write=, async_read, …: applied to the connection in init.
   std::unique_ptr<fuse_conn_info_opts, ConnOptsDeleter> conn_opts;
   unsigned max_read = 0;  // -o max_read=, which init must repeat
@@ -100,7 +109,7 @@ struct Filesystem {
     if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return false;
     const std::uint64_t limit = lim.rlim_cur;
     const std::uint64_t headroom = 128 + limit / 16;
-    const std::uint64_t used = inodes.size() + files.size() + dirs.size();
+    const std::uint64_t used = inodes.size() + files.size() + dirs.size() + implicit.size();
     return used + headroom >= limit;
   }
 };

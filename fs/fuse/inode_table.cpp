@@ -2,6 +2,18 @@
 
 namespace sealfs::fuse {
 
+bool Inode::report(const struct stat& st) {
+  const bool here = changed_here_.exchange(false);
+  std::lock_guard lock(mu_);
+  const bool changed =
+      reported_ && (st.st_mtim.tv_sec != reported_mtime_.tv_sec ||
+                    st.st_mtim.tv_nsec != reported_mtime_.tv_nsec || st.st_size != reported_size_);
+  reported_ = true;
+  reported_mtime_ = st.st_mtim;
+  reported_size_ = st.st_size;
+  return changed && !here;
+}
+
 void InodeTable::set_root(Found root) {
   std::lock_guard lock(mu_);
   auto inode = std::make_shared<Inode>(FUSE_ROOT_ID, std::move(root.fd), root.st.st_dev, root.st.st_ino);
@@ -31,17 +43,19 @@ InodeRef InodeTable::remember(Found&& found) {
   return inode;
 }
 
-void InodeTable::forget(fuse_ino_t id, std::uint64_t nlookup) {
-  if (id == FUSE_ROOT_ID) return;
+bool InodeTable::forget(fuse_ino_t id, std::uint64_t nlookup) {
+  if (id == FUSE_ROOT_ID) return false;
   std::lock_guard lock(mu_);
   auto it = by_id_.find(id);
-  if (it == by_id_.end()) return;
+  if (it == by_id_.end()) return false;
   Slot& slot = it->second;
   slot.nlookup = nlookup >= slot.nlookup ? 0 : slot.nlookup - nlookup;
   if (slot.nlookup == 0) {
     by_key_.erase({slot.inode->dev, slot.inode->ino});
     by_id_.erase(it);
+    return true;
   }
+  return false;
 }
 
 InodeRef InodeTable::get(fuse_ino_t id) const {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <fuse_lowlevel.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -77,10 +78,23 @@ class Inode {
     return seen_;
   }
 
+  // The kernel keeps a file's pages across opens and attribute changes (no
+  // auto_inval_data): they go only when sealfs sees a change it did not make
+  // itself. report() records the attributes the kernel is told and says
+  // whether the content changed behind the mount since the last report
+  // (mtime or size differ, and no change came through the mount meanwhile).
+  bool report(const struct stat& st);
+  // A request through the mount changed the file (its pages are current).
+  void changed_here() { changed_here_ = true; }
+
  private:
   mutable std::mutex mu_;
   std::shared_ptr<const UniqueFd> fd_;  // never null
   SeenAt seen_;
+  bool reported_ = false;  // under mu_, with the two below
+  struct timespec reported_mtime_ {};
+  off_t reported_size_ = 0;
+  std::atomic<bool> changed_here_{false};
 };
 
 using InodeRef = std::shared_ptr<Inode>;
@@ -94,8 +108,9 @@ class InodeTable {
   // by one. An existing inode takes found's fd (see Inode::replace_path_fd).
   InodeRef remember(Found&& found);
   // Lower the lookup count; at zero the inode leaves the table (its fd is
-  // closed once the last request using it lets go of the reference).
-  void forget(fuse_ino_t id, std::uint64_t nlookup);
+  // closed once the last request using it lets go of the reference) and
+  // forget says true.
+  bool forget(fuse_ino_t id, std::uint64_t nlookup);
 
   InodeRef get(fuse_ino_t id) const;          // nullptr when unknown
   InodeRef find(dev_t dev, ino_t ino) const;  // nullptr when not looked up

@@ -11,13 +11,19 @@ namespace sealfs::fuse {
 namespace {
 
 void op_init(void* userdata, fuse_conn_info* conn) {
-  // O_TRUNC arrives with open, so a truncating open is one store call.
-  if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+  auto* fs = static_cast<Filesystem*>(userdata);
+  // Without OPEN (fs/README.md) the kernel must send O_TRUNC's truncation as
+  // a SETATTR: with atomic_o_trunc it would leave it to the OPEN it skips.
+  if (fs != nullptr && !(conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) fs->no_open = false;
+  if (fs != nullptr && fs->no_open)
+    conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+  else if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+    conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;  // a truncating open is one store call
   // Reads of backing files may be spliced instead of copied.
   if (conn->capable & FUSE_CAP_SPLICE_WRITE) conn->want |= FUSE_CAP_SPLICE_WRITE;
   // The user's connection options (-o max_write=, no_splice_write, …) may
   // change the defaults above, not the rules below.
-  if (auto* fs = static_cast<Filesystem*>(userdata); fs != nullptr) {
+  if (fs != nullptr) {
     if (fs->conn_opts) fuse_apply_conn_info_opts(fs->conn_opts.get(), conn);
     if (fs->max_read != 0) conn->max_read = fs->max_read;  // libfuse checks it equals -o max_read
   }
@@ -29,6 +35,7 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   // Writes must reach the backing file before FLUSH/RELEASE (R4 seals at
   // last close): no writeback cache.
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+  conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 }
 
 fuse_lowlevel_ops make_operations() {

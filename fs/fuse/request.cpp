@@ -27,11 +27,17 @@ double timeout_for(const Filesystem& fs, ObjectKind kind, mode_t mode) {
   }
 }
 
+void drop_pages_if_changed(Filesystem& fs, Inode& inode, const struct stat& st) {
+  if (S_ISREG(st.st_mode) && inode.report(st))
+    fs.invalidator.post(Invalidation{0, 0, {}, inode.dev, inode.ino});
+}
+
 fuse_entry_param remember(Filesystem& fs, Found&& found, const Inode& dir, std::string_view name) {
   fuse_entry_param e{};
   e.attr = found.st;
   const double timeout = timeout_for(fs, found.kind, found.st.st_mode);
   InodeRef inode = fs.inodes.remember(std::move(found));
+  drop_pages_if_changed(fs, *inode, e.attr);
   inode->seen_at(dir.path_fd(), name);
   e.ino = inode->id;
   e.generation = 0;  // ids are never reused within a mount
@@ -47,9 +53,10 @@ void reply_entry(fuse_req_t req, Filesystem& fs, Found&& found, const Inode& dir
   if (fuse_reply_entry(req, &e) != 0) fs.inodes.forget(e.ino, 1);
 }
 
-void reply_attributes(fuse_req_t req, Filesystem& fs, const Inode& inode) {
+void reply_attributes(fuse_req_t req, Filesystem& fs, Inode& inode) {
   auto st = fs.store->attributes(inode.path_fd()->get());
   if (!st) return reply_error(req, st.error());
+  drop_pages_if_changed(fs, inode, *st);
   fuse_reply_attr(req, &*st, timeout_for(fs, inode.kind, st->st_mode));
 }
 

@@ -61,13 +61,16 @@ inline bool is_sealed(ObjectKind kind) {
   return kind == ObjectKind::sealed_file || kind == ObjectKind::file_in_entry;
 }
 
+// The pages of a regular file whose content changed behind the mount go
+// (Inode::report); asynchronously, through the invalidator.
+void drop_pages_if_changed(Filesystem& fs, Inode& inode, const struct stat& st);
 // Put a found object (seen as `name` in `dir`) into the inode table and
 // describe it for the kernel.
 fuse_entry_param remember(Filesystem& fs, Found&& found, const Inode& dir, std::string_view name);
 // remember() and the reply, undone when the reply does not reach the kernel.
 void reply_entry(fuse_req_t req, Filesystem& fs, Found&& found, const Inode& dir, std::string_view name);
 // The inode's backing attributes now, with its kind's timeout.
-void reply_attributes(fuse_req_t req, Filesystem& fs, const Inode& inode);
+void reply_attributes(fuse_req_t req, Filesystem& fs, Inode& inode);
 
 // Objects made through the mount belong to the caller (R10) when the daemon
 // runs as root (Store::give_to); a failure is logged, the object kept.

@@ -175,6 +175,13 @@ Result<Profile> check_before_mount(const cli::MountOptions& options, std::ostrea
 bool open_backing(Filesystem& fs, const cli::MountOptions& options, Profile profile, std::ostream& err) {
   fs.cache_timeout = options.cache_timeout;
   fs.max_read = options.max_read;
+  // verify=always hashes at every open: it keeps OPEN.
+  fs.no_open = (options.no_open || options.read_only) && options.verify != VerifyMode::always;
+  if (char* real = ::realpath(options.mountpoint.c_str(), nullptr)) {
+    fs.mountpoint = real;
+    std::free(real);
+  }
+  fs.read_only = options.read_only;
   fs.chown_to_caller = ::geteuid() == 0;
   StoreOptions store_options = cli::store_options(options);
   fs.attach_hooks(store_options);

@@ -1,5 +1,6 @@
 #include "fs/fuse/writer_tracking.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -55,11 +56,13 @@ CloserState closer_state_from_stat(std::string_view text) {
   return (flags & kPfExiting) != 0 && exit_code != 0 ? CloserState::abandoned : CloserState::normal;
 }
 
-CloserState closer_state_of(pid_t tid) {
-  if (tid <= 0) return CloserState::normal;  // the kernel could not name the task (other pid namespace)
-  const std::string path = "/proc/" + std::to_string(tid) + "/stat";
+namespace {
+
+// The text of a small /proc file; empty when it cannot be read.
+std::string proc_text(pid_t tid, const std::string& file) {
+  const std::string path = "/proc/" + std::to_string(tid) + "/" + file;
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd) return CloserState::normal;
+  if (!fd) return {};
   std::string text(4096, '\0');
   std::size_t used = 0;
   for (;;) {
@@ -70,7 +73,70 @@ CloserState closer_state_of(pid_t tid) {
     if (used == text.size()) text.resize(text.size() * 2);
   }
   text.resize(used);
-  return closer_state_from_stat(text);
+  return text;
+}
+
+}  // namespace
+
+CloserState closer_state_of(pid_t tid) {
+  if (tid <= 0) return CloserState::normal;  // the kernel could not name the task (other pid namespace)
+  return closer_state_from_stat(proc_text(tid, "stat"));
+}
+
+pid_t thread_group_from_status(std::string_view text, pid_t tid) {
+  constexpr std::string_view kKey = "\nTgid:";
+  const auto at = text.find(kKey);
+  if (at == std::string_view::npos) return tid;
+  std::string_view rest = text.substr(at + kKey.size());
+  rest.remove_prefix(std::min(rest.find_first_not_of(" \t"), rest.size()));
+  std::uint64_t group = 0;
+  if (!parse_u64(rest.substr(0, rest.find('\n')), group) || group == 0) return tid;
+  return static_cast<pid_t>(group);
+}
+
+pid_t thread_group_of(pid_t tid) {
+  if (tid <= 0) return tid;
+  return thread_group_from_status(proc_text(tid, "status"), tid);
+}
+
+namespace {
+
+// The "ino:" field of an fdinfo text; 0 when absent.
+ino_t fdinfo_ino(std::string_view text) {
+  constexpr std::string_view kKey = "\nino:";
+  const auto at = text.find(kKey);
+  if (at == std::string_view::npos) return 0;
+  std::string_view rest = text.substr(at + kKey.size());
+  rest.remove_prefix(std::min(rest.find_first_not_of(" \t"), rest.size()));
+  std::uint64_t ino = 0;
+  return parse_u64(rest.substr(0, rest.find('\n')), ino) ? static_cast<ino_t>(ino) : 0;
+}
+
+}  // namespace
+
+bool process_holds(pid_t tgid, ino_t ino, std::string_view mountpoint) {
+  if (tgid <= 0 || ino == 0) return false;
+  const std::string base = "/proc/" + std::to_string(tgid);
+  UniqueFd dir_fd(::open((base + "/fd").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir_fd) return false;
+  DIR* dir = ::fdopendir(dir_fd.get());
+  if (dir == nullptr) return false;
+  (void)dir_fd.release();
+  bool holds = false;
+  while (const dirent* d = ::readdir(dir)) {
+    if (d->d_name[0] == '.') continue;
+    const std::string fdinfo = proc_text(tgid, "fdinfo/" + std::string(d->d_name));
+    if (fdinfo_ino(fdinfo) != ino) continue;
+    char target[4096];
+    const ssize_t n = ::readlinkat(::dirfd(dir), d->d_name, target, sizeof target);
+    const std::string_view path(target, n > 0 ? static_cast<std::size_t>(n) : 0);
+    if (path.size() > mountpoint.size() && path.starts_with(mountpoint) && path[mountpoint.size()] == '/') {
+      holds = true;
+      break;
+    }
+  }
+  ::closedir(dir);
+  return holds;
 }
 
 void WriterTracking::opened(dev_t dev, ino_t ino) {

@@ -33,6 +33,18 @@ CloserState closer_state_from_stat(std::string_view stat_text);
 // Read and judge /proc/<tid>/stat; unreadable → normal.
 CloserState closer_state_of(pid_t tid);
 
+// The thread group (process) of a task, from the "Tgid:" line of
+// /proc/<tid>/status; the tid itself when that cannot be read (a task in
+// another pid namespace is 0, and all of them count as one).
+pid_t thread_group_from_status(std::string_view status_text, pid_t tid);
+pid_t thread_group_of(pid_t tid);
+// Whether process tgid still has a descriptor open on the file with inode
+// number ino under the mount at mountpoint (/proc/<tgid>/fdinfo's "ino:"
+// and the descriptor's path; nothing is asked of the mount itself). Without
+// RELEASE (no_open) this tells a close of one of several descriptors from a
+// process's last close of the file. Unreadable → false.
+bool process_holds(pid_t tgid, ino_t ino, std::string_view mountpoint);
+
 // What the last release of a file's write handles asks for.
 enum class LastClose {
   untouched,  // no handle made or changed the file: it stays as it was (sealed or not)

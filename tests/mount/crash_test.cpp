@@ -305,7 +305,10 @@ void write_in_place(const SealCase& c, const Mount& mount, const Versions& v) {
   const int fd = ::open(mount.m(c.target()).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   ASSERT_GE(fd, 0) << std::strerror(errno);
   EXPECT_EQ(::write(fd, v.new_data.data(), v.new_data.size()), static_cast<ssize_t>(v.new_data.size()));
-  EXPECT_EQ(::close(fd), 0) << "the seal runs after close returns (RELEASE)";
+  // Without OPEN the seal runs inside close (its FLUSH): the crash cuts it
+  // short and close reports the lost connection; with OPEN it runs after.
+  const int closed = ::close(fd);
+  EXPECT_TRUE(closed == 0 || errno == ENOTCONN || errno == ECONNABORTED) << std::strerror(errno);
 }
 
 // After the remount: before the manifest is written the file holds new bytes

@@ -1,12 +1,18 @@
 // DESIGN.md's five seed scenarios, on a tilelang mount, driven by the
 // TileLang stand-in (tests/scenarios/tilelang_protocol.py). Damage is done
 // in B behind the mount's back.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
 
 #include "core/base/digest.hpp"
+#include "core/base/unique_fd.hpp"
 #include "core/manifest/manifest.hpp"
 #include "tests/mount/mount_test_util.hpp"
 
@@ -34,10 +40,12 @@ class SeedScenario : public ::testing::Test {
     ASSERT_EQ(loaded.status, kHit) << loaded.out << loaded.err;
   }
 
-  // After damage in B: a miss through M (never a corrupt load), the entry is
-  // neither listed nor looked up, it sits in quarantine, and the next save
-  // through M repairs it.
+  // After damage in B, once the cache timeout has passed (R9: until then the
+  // kernel may serve the bytes it holds, which are the verified ones): a miss
+  // through M (never a corrupt load), the entry is neither listed nor looked
+  // up, it sits in quarantine, and the next save through M repairs it.
   void expect_miss_quarantine_and_repair() {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // past cache_timeout=1
     ProcessResult loaded = tilelang("load", m(), "k");
     EXPECT_EQ(loaded.status, kMiss) << loaded.out << loaded.err;
     EXPECT_FALSE(list_dir(m("ns/kernels")).count("k"));
@@ -151,7 +159,8 @@ TEST_F(SeedScenario, ConcurrentSavesOneWinsAndReadersNeverSeeAPartialEntry) {
 }
 
 // With a long cache timeout the kernel keeps sealed entries and their
-// attributes; damage found behind its back must still never be served.
+// attributes; damage found behind its back must still never be served. With
+// OPEN (the default) the next open checks the stamp: a miss at once.
 TEST(SeedScenarioLongCache, DamageIsNotServedFromKernelCaches) {
   SEALFS_REQUIRE_FUSE();
   Mount mount(MountConfig::with({"profile=tilelang,cache_timeout=600"}));
@@ -164,6 +173,41 @@ TEST(SeedScenarioLongCache, DamageIsNotServedFromKernelCaches) {
   EXPECT_EQ(loaded.status, kMiss) << loaded.out << loaded.err;
   // The kernel was told: the entry is gone from lookups too, at once.
   EXPECT_TRUE(eventually([&] { return lstat_errno(mount.m(kEntry)) == ENOENT; }, std::chrono::seconds(3)));
+  EXPECT_EQ(tilelang("save", mount.mountpoint(), "k").status, 0);
+  EXPECT_EQ(tilelang("load", mount.mountpoint(), "k").status, kHit);
+}
+
+// The same without OPEN (-o no_open): the kernel keeps the entry, its
+// attributes and its pages, and no open reaches the daemon, so damage behind
+// its back is not noticed before the timeout (R9), but it is never served
+// (R2). A load in between gets the verified bytes the kernel holds; a READ
+// that reaches the daemon (the pages were dropped) is refused with EIO, the
+// damage found then hides the entry at once, and a save repairs it.
+TEST(SeedScenarioLongCache, WithoutOpenDamageIsNeverServed) {
+  SEALFS_REQUIRE_FUSE();
+  Mount mount(MountConfig::with({"profile=tilelang,cache_timeout=600,no_open"}));
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  ASSERT_EQ(tilelang("save", mount.mountpoint(), "k").status, 0);
+  ASSERT_EQ(tilelang("load", mount.mountpoint(), "k").status, kHit);  // now in the kernel's caches
+  const std::string lib_m = mount.m(std::string(kEntry) + "/kernel_lib.so");
+  const auto verified = read_file(lib_m);
+  ASSERT_TRUE(verified.has_value());
+  ASSERT_TRUE(zero_in_place(mount.b(std::string(kEntry) + "/kernel_lib.so")));
+  // Served from the kernel's pages: the bytes that were verified, not zeros.
+  EXPECT_EQ(read_file(lib_m), verified);
+  // Drop the pages: the next read reaches the daemon, which refuses it.
+  {
+    UniqueFd fd(::open(lib_m.c_str(), O_RDONLY | O_CLOEXEC));
+    ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+    ASSERT_EQ(::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED), 0);
+    char byte = 0;
+    EXPECT_EQ(::pread(fd.get(), &byte, 1, 0), -1);
+    EXPECT_EQ(errno, EIO);
+  }
+  // The kernel was told: the entry is gone from lookups too, at once.
+  EXPECT_TRUE(eventually([&] { return lstat_errno(mount.m(kEntry)) == ENOENT; }, std::chrono::seconds(3)));
+  ProcessResult loaded = tilelang("load", mount.mountpoint(), "k");
+  EXPECT_EQ(loaded.status, kMiss) << loaded.out << loaded.err;
   EXPECT_EQ(tilelang("save", mount.mountpoint(), "k").status, 0);
   EXPECT_EQ(tilelang("load", mount.mountpoint(), "k").status, kHit);
 }

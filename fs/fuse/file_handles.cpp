@@ -1,0 +1,230 @@
+#include "fs/fuse/file_handles.hpp"
+
+#include <fcntl.h>
+#include <syslog.h>
+
+#include "fs/fuse/request.hpp"
+
+namespace sealfs::fuse {
+namespace {
+
+// How often a request retries when the implicit writer it found ended under
+// it (its process closed the file meanwhile): each retry makes a new one.
+constexpr int kWriterAttempts = 16;
+
+// R2's promise for a READ with fh 0: ENOENT from the store means the file is
+// no longer what the kernel opened (hidden, quarantined, gone): EIO, as for
+// a READ whose bytes changed. Transient errors stay what they are.
+int read_errno(const Error& error) { return error.code == ENOENT || error.code == ESTALE ? EIO : error.code; }
+
+Result<std::shared_ptr<FileHandle>> make_reader(Filesystem& fs, const InodeRef& inode) {
+  auto fd = fs.store->open_file(inode->path_fd()->get(), O_RDONLY, inode->last_seen().hint());
+  if (!fd) return fd.error();
+  auto handle = std::make_shared<FileHandle>();
+  handle->fd = std::move(*fd);
+  handle->inode = inode;
+  if (is_sealed(inode->kind)) {
+    auto st = fs.store->attributes(handle->fd.get());
+    if (!st) return st.error();
+    handle->sealed_read = true;
+    handle->verified = Stamp::of(*st);
+  }
+  return handle;
+}
+
+// The implicit write handle made at a file's first change: opened for
+// reading and writing (write-only when the daemon may not read it).
+Result<std::shared_ptr<FileHandle>> make_writer(Filesystem& fs, const InodeRef& inode) {
+  if (fs.descriptors_low()) return make_error(ENFILE, "descriptors low");
+  const bool tracked =
+      fs.store->writes_tracked(inode->path_fd()->get(), inode->kind, inode->last_seen().hint());
+  auto fd = open_tracked(fs, *inode, O_RDWR, tracked);
+  if (!fd && fd.code() == EACCES) fd = open_tracked(fs, *inode, O_WRONLY, tracked);
+  if (!fd) return fd.error();
+  auto handle = std::make_shared<FileHandle>();
+  handle->fd = std::move(*fd);
+  handle->inode = inode;
+  handle->tracked = tracked;
+  if (tracked) {
+    handle->opened_as = inode->path_fd();
+    handle->opened_at = inode->last_seen();
+  }
+  return handle;
+}
+
+// Undoes make_writer for a handle that lost the race to another first change.
+void drop_writer(Filesystem& fs, FileHandle& handle) {
+  handle.fd.reset();
+  if (handle.tracked) fs.writers.cancelled(handle.inode->dev, handle.inode->ino);
+}
+
+HandleInUse hold_writer(std::shared_ptr<ImplicitHandles::Writer> writer) {
+  HandleInUse held;
+  held.in_use = std::shared_lock(writer->in_use);
+  if (writer->ended) return {};
+  held.handle = writer->handle;
+  held.writer = std::move(writer);
+  return held;
+}
+
+}  // namespace
+
+HandleInUse implicit_writer_of(Filesystem& fs, fuse_ino_t ino) {
+  auto writer = fs.implicit.writer(ino);
+  return writer ? hold_writer(std::move(writer)) : HandleInUse{};
+}
+
+HandleInUse handle_to_read(fuse_req_t req, fuse_ino_t ino, const fuse_file_info* fi) {
+  Filesystem& fs = fs_of(req);
+  if (fi != nullptr && fi->fh != 0) return HandleInUse{file_or_reply(req, fi), nullptr, {}};
+  if (auto held = implicit_writer_of(fs, ino)) return held;  // in progress: no stamp to check
+  InodeRef inode = inode_or_reply(req, ino);
+  if (!inode) return {};
+  // Near the descriptor limit a reader is made for this request only.
+  auto reader = fs.descriptors_low() ? make_reader(fs, inode)
+                                     : fs.implicit.reader(ino, [&] { return make_reader(fs, inode); });
+  if (!reader) {
+    fuse_reply_err(req, read_errno(reader.error()));
+    return {};
+  }
+  return HandleInUse{std::move(*reader), nullptr, {}};
+}
+
+HandleInUse handle_to_change(fuse_req_t req, fuse_ino_t ino, const fuse_file_info* fi) {
+  Filesystem& fs = fs_of(req);
+  if (fi != nullptr && fi->fh != 0) {
+    HandleInUse own{file_or_reply(req, fi), nullptr, {}};
+    if (own && own->inode) own->inode->changed_here();
+    return own;
+  }
+  InodeRef inode = inode_or_reply(req, ino);
+  if (!inode) return {};
+  const pid_t tid = fi != nullptr && fi->writepage ? 0 : fuse_req_ctx(req)->pid;
+  for (int attempt = 0; attempt < kWriterAttempts; ++attempt) {
+    auto writer = fs.implicit.writer_for_change(
+        ino, tid, [&] { return make_writer(fs, inode); }, [&](FileHandle& h) { drop_writer(fs, h); });
+    if (!writer && writer.code() == EAGAIN) continue;
+    if (!writer) {
+      // The name the kernel opened was replaced or removed behind it: the
+      // write cannot reach the object the caller holds (ESTALE, as NFS says).
+      fuse_reply_err(req, writer.code() == ENOENT ? ESTALE : writer.code());
+      return {};
+    }
+    if (auto held = hold_writer(std::move(*writer))) {
+      held->changed = true;
+      inode->changed_here();
+      return held;
+    }
+  }
+  fuse_reply_err(req, EAGAIN);
+  return {};
+}
+
+namespace {
+
+// Ends an implicit writer that left the table: once requests still using it
+// are done, its handle is finished (sealed or abandoned, R4).
+void end_writer(Filesystem& fs, ImplicitHandles::Writer& writer) {
+  std::unique_lock end(writer.in_use);
+  writer.ended = true;
+  writer.handle->flushed = true;
+  finish_handle(fs, *writer.handle);
+}
+
+}  // namespace
+
+void flush_implicit(Filesystem& fs, fuse_ino_t ino, pid_t tid) {
+  const ino_t backing_ino = [&] {
+    InodeRef inode = fs.inodes.get(ino);
+    return inode ? inode->ino : 0;
+  }();
+  auto flushed = fs.implicit.flushed_by(
+      ino, tid, [&](pid_t group) { return process_holds(group, backing_ino, fs.mountpoint); });
+  if (!flushed.writer) return;  // a close that changed nothing
+  FileHandle& handle = *flushed.writer->handle;
+  if (handle.tracked) {
+    if (closer_state_of(tid) == CloserState::abandoned)
+      handle.abandoned = true;
+    else
+      handle.closed_normally = true;
+  }
+  if (flushed.last) end_writer(fs, *flushed.writer);
+}
+
+void end_unheld_writer(Filesystem& fs, fuse_ino_t ino) {
+  if (auto writer = fs.implicit.take_if_unheld(ino)) {
+    writer->handle->closed_normally = true;
+    end_writer(fs, *writer);
+  }
+}
+
+// Counted in progress before the open, so that the store never judges the
+// file half written by this very handle.
+Result<UniqueFd> open_tracked(Filesystem& fs, const Inode& inode, int flags, bool tracked) {
+  Result<UniqueFd> fd = make_error(EIO, "not opened");
+  {
+    WriterTracking::Hold gate;
+    if (tracked) {
+      gate = fs.writers.hold(inode.dev, inode.ino);
+      fs.writers.opened(inode.dev, inode.ino);
+    }
+    fd = fs.store->open_file(inode.path_fd()->get(), flags, inode.last_seen().hint());
+  }
+  if (!fd && tracked) fs.writers.cancelled(inode.dev, inode.ino);
+  return fd;
+}
+
+void finish_handle(Filesystem& fs, FileHandle& handle) {
+  handle.fd.reset();
+  if (!handle.tracked) return;
+  const InodeRef& inode = handle.inode;
+  const HandleEnd end{handle.changed.load(), handle.abandoned.load() || !handle.flushed.load(), handle.made,
+                      handle.closed_normally.load()};
+  const auto last = fs.writers.released(inode->dev, inode->ino, end);
+  if (!last) return;
+  Status status;
+  {
+    // The file stops being in progress before its gate opens: a rename or
+    // lookup waiting on the gate then finds it sealed, never in between.
+    WriterTracking::Hold gate;
+    if (*last != LastClose::untouched) {
+      gate = fs.writers.hold(inode->dev, inode->ino);
+      const auto pfd = handle.opened_as ? handle.opened_as : inode->path_fd();
+      const auto seen = handle.opened_as ? handle.opened_at : inode->last_seen();
+      status = *last == LastClose::abandon ? fs.store->abandon(pfd->get(), seen.hint())
+                                           : fs.store->seal(pfd->get(), seen.hint());
+    }
+    fs.writers.finished(inode->dev, inode->ino);
+  }
+  if (!status)
+    syslog(LOG_WARNING, "sealfs: %s at last close: %s", *last == LastClose::abandon ? "abandon" : "seal",
+           status.error().message.c_str());
+}
+
+// R2: a READ that reaches the daemon (a page the kernel does not hold) serves
+// only bytes that were verified. The backing file's stamp is compared with
+// the one verified at open; a file changed since is verified again (and
+// quarantined if damaged), and EIO is the answer unless it still checks out.
+bool still_verified(Filesystem& fs, FileHandle& handle) {
+  auto st = fs.store->attributes(handle.fd.get());
+  if (!st) return false;
+  const Stamp now = Stamp::of(*st);
+  {
+    std::lock_guard lock(handle.stamp_mu);
+    if (now == handle.verified) return true;
+  }
+  auto fresh =
+      fs.store->open_file(handle.inode->path_fd()->get(), O_RDONLY, handle.inode->last_seen().hint());
+  if (!fresh) {
+    syslog(LOG_WARNING, "sealfs: read of a file changed behind the mount refused: %s",
+           fresh.error().message.c_str());
+    return false;
+  }
+  auto again = fs.store->attributes(fresh->get());
+  if (!again || again->st_dev != st->st_dev || again->st_ino != st->st_ino) return false;
+  std::lock_guard lock(handle.stamp_mu);
+  handle.verified = Stamp::of(*again);
+  return true;
+}
+
+}  // namespace sealfs::fuse

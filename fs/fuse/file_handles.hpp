@@ -1,0 +1,65 @@
+// Which handle a request on an open file works with, and how a write handle
+// ends (R4). A handle is either the file's own (fi->fh, from CREATE, or from
+// OPEN when the connection keeps OPEN: verify=always) or, on a connection
+// without OPEN, the file's implicit one (fh 0, ImplicitHandles).
+#pragma once
+
+#include <fuse_lowlevel.h>
+
+#include <memory>
+#include <shared_mutex>
+
+#include "core/base/result.hpp"
+#include "core/base/unique_fd.hpp"
+#include "fs/fuse/filesystem.hpp"
+
+namespace sealfs::fuse {
+
+// A handle held for the duration of one request. An implicit writer's is
+// held shared, so that its end (the seal) waits for the request.
+// Members in this order: the lock is let go before the writer it belongs to.
+struct HandleInUse {
+  std::shared_ptr<FileHandle> handle;
+  std::shared_ptr<ImplicitHandles::Writer> writer;
+  std::shared_lock<std::shared_mutex> in_use;
+  explicit operator bool() const { return handle != nullptr; }
+  FileHandle* operator->() const { return handle.get(); }
+};
+
+// For requests that read the file or its position (READ, lseek, fsync): fi's
+// own handle; with fh 0, the file's implicit writer while it has one, else
+// its implicit reader. Replies with an error and returns empty on failure.
+HandleInUse handle_to_read(fuse_req_t req, fuse_ino_t ino, const fuse_file_info* fi);
+// For requests that change the file (WRITE, fallocate, SETATTR of the size):
+// fi's own handle; with fh 0, the implicit writer, made at the file's first
+// change (which makes it in progress, R4). Replies on failure.
+HandleInUse handle_to_change(fuse_req_t req, fuse_ino_t ino, const fuse_file_info* fi);
+// The same for the kernel's writeback of a shared mapping (fi->writepage):
+// it counts no process as a writer.
+// The implicit writer of ino while it has one (a truncate by name then
+// changes the file through it); empty otherwise. Never replies.
+HandleInUse implicit_writer_of(Filesystem& fs, fuse_ino_t ino);
+
+// A FLUSH with fh 0 from tid: when tid's process changed the file, its close
+// is counted (normal or abandoned, R4), and the last one ends the writer: the
+// file is sealed or abandoned before the FLUSH is answered.
+void flush_implicit(Filesystem& fs, fuse_ino_t ino, pid_t tid);
+// After a WRITE from the writeback of a shared mapping: when no process
+// holds the file for writing any more (they all closed it; no RELEASE will
+// come at munmap without OPEN), the file is sealed now.
+void end_unheld_writer(Filesystem& fs, fuse_ino_t ino);
+
+// open_file for an inode, counted in progress from before the open when it
+// is tracked (a seal still running from the last writer's close finishes
+// first).
+Result<UniqueFd> open_tracked(Filesystem& fs, const Inode& inode, int flags, bool tracked);
+
+// The end of a file handle: close it and, when it was the last write handle
+// of its file, seal it or abandon it (R4) while holding the file's gate.
+void finish_handle(Filesystem& fs, FileHandle& handle);
+
+// R2: whether a READ on a sealed file's handle may serve its bytes (the
+// backing file still has the stamp verified, or verifies again).
+bool still_verified(Filesystem& fs, FileHandle& handle);
+
+}  // namespace sealfs::fuse

@@ -1,0 +1,118 @@
+// ImplicitHandles: the per-inode handles of a connection without OPEN, and
+// the /proc readers it relies on (thread groups, a process's descriptors).
+#include "fs/fuse/implicit_handles.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs/fuse/filesystem.hpp"
+#include "fs/fuse/writer_tracking.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace sealfs::fuse {
+namespace {
+
+using test::TempDir;
+
+ImplicitHandles::MakeHandle maker(int& made) {
+  return [&made]() -> Result<std::shared_ptr<FileHandle>> {
+    ++made;
+    return std::make_shared<FileHandle>();
+  };
+}
+const ImplicitHandles::UndoHandle kNoUndo = [](FileHandle&) {};
+const auto kNeverOpen = [](pid_t) { return false; };
+
+TEST(ThreadGroup, ParsedFromStatusText) {
+  EXPECT_EQ(
+      thread_group_from_status("Name:\tpython3\nUmask:\t0022\nState:\tS\nTgid:\t4242\nNgid:\t0\n", 4243),
+      4242);
+  EXPECT_EQ(thread_group_from_status("Name:\tx\n", 77), 77);               // no Tgid line: the tid
+  EXPECT_EQ(thread_group_from_status("Name:\tx\nTgid:\tjunk\n", 77), 77);  // unparsable: the tid
+  EXPECT_EQ(thread_group_of(::getpid()), ::getpid());
+  EXPECT_EQ(thread_group_of(0), 0);  // a task of another pid namespace
+}
+
+TEST(ProcessHolds, SeesItsOwnDescriptorUnderTheMountpointOnly) {
+  TempDir dir("sealfs-holds");
+  const std::string path = dir / "f";
+  test::write_file(path, "x");
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_FALSE(process_holds(::getpid(), st.st_ino, dir.path()));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  EXPECT_TRUE(process_holds(::getpid(), st.st_ino, dir.path()));
+  EXPECT_FALSE(process_holds(::getpid(), st.st_ino, "/nonexistent-mount"));  // another mount
+  EXPECT_FALSE(process_holds(::getpid(), st.st_ino + 1, dir.path()));        // another file
+  ::close(fd);
+  EXPECT_FALSE(process_holds(::getpid(), st.st_ino, dir.path()));
+  EXPECT_FALSE(process_holds(0, st.st_ino, dir.path()));
+}
+
+TEST(ImplicitHandles, OneWriterPerInodeUntilItsLastProcessFlushes) {
+  ImplicitHandles table;
+  int made = 0;
+  const pid_t self = ::getpid();
+  auto first = table.writer_for_change(7, self, maker(made), kNoUndo);
+  ASSERT_TRUE(first);
+  auto again = table.writer_for_change(7, self, maker(made), kNoUndo);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(*first, *again);
+  EXPECT_EQ(made, 1);
+  EXPECT_EQ(table.size(), 1u);
+  // A process that did not write closes: nothing ends.
+  EXPECT_FALSE(table.flushed_by(7, 1, kNeverOpen).writer);
+  // The writer still holds another descriptor: counted, not ended.
+  auto held = table.flushed_by(7, self, [](pid_t) { return true; });
+  EXPECT_TRUE(held.writer);
+  EXPECT_FALSE(held.last);
+  // Its last close ends the writer, which leaves the table.
+  auto last = table.flushed_by(7, self, kNeverOpen);
+  EXPECT_EQ(last.writer, *first);
+  EXPECT_TRUE(last.last);
+  EXPECT_EQ(table.writer(7), nullptr);
+  EXPECT_EQ(table.size(), 0u);
+}
+
+TEST(ImplicitHandles, WritebackCountsNoProcessAndEndsWhenUnheld) {
+  ImplicitHandles table;
+  int made = 0;
+  ASSERT_TRUE(table.writer_for_change(3, 0, maker(made), kNoUndo));  // writeback of a mapping
+  EXPECT_NE(table.take_if_unheld(3), nullptr);
+  EXPECT_EQ(table.writer(3), nullptr);
+  ASSERT_TRUE(table.writer_for_change(3, ::getpid(), maker(made), kNoUndo));
+  ASSERT_TRUE(table.writer_for_change(3, 0, maker(made), kNoUndo));
+  EXPECT_EQ(table.take_if_unheld(3), nullptr) << "a process still writes it";
+  EXPECT_EQ(made, 2);
+}
+
+TEST(ImplicitHandles, AFailedFirstOpenLeavesNothing) {
+  ImplicitHandles table;
+  auto failed = table.writer_for_change(
+      5, ::getpid(), []() -> Result<std::shared_ptr<FileHandle>> { return make_error(EACCES, "no"); },
+      kNoUndo);
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.code(), EACCES);
+  EXPECT_EQ(table.writer(5), nullptr);
+}
+
+TEST(ImplicitHandles, ReadersAreBoundedAndForgotten) {
+  ImplicitHandles table;
+  int made = 0;
+  for (fuse_ino_t ino = 1; ino <= ImplicitHandles::kMaxReaders + 10; ++ino)
+    ASSERT_TRUE(table.reader(ino, maker(made)));
+  EXPECT_EQ(table.size(), ImplicitHandles::kMaxReaders);
+  // The newest is kept; the oldest left first.
+  ASSERT_TRUE(table.reader(ImplicitHandles::kMaxReaders + 10, maker(made)));
+  EXPECT_EQ(made, static_cast<int>(ImplicitHandles::kMaxReaders + 10));
+  ASSERT_TRUE(table.reader(1, maker(made)));
+  EXPECT_EQ(made, static_cast<int>(ImplicitHandles::kMaxReaders + 11));
+  table.forget(1);
+  EXPECT_EQ(table.size(), ImplicitHandles::kMaxReaders - 1);
+}
+
+}  // namespace
+}  // namespace sealfs::fuse

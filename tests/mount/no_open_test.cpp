@@ -1,0 +1,84 @@
+// Mounts without OPEN (fs/README.md "Without OPEN"): -o no_open keeps R4 and
+// R2 with the requests that are left (WRITE, FLUSH, READ), and -o ro serves
+// a cache built elsewhere read-only.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/base/unique_fd.hpp"
+#include "tests/mount/mount_test_util.hpp"
+
+namespace sealfs::test {
+namespace {
+
+// The manifest text of a standalone sealed file (its sidecar in B).
+std::string sidecar_of(const Mount& mount, const std::string& name) {
+  return read_file(mount.b(".sealfs-manifest." + name)).value_or("");
+}
+
+TEST(NoOpen, AnExistingFileRewrittenInPlaceIsSealedAtItsClose) {
+  SEALFS_REQUIRE_FUSE();
+  Mount mount(MountConfig::with({"cache_timeout=1,no_open"}));
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  write_file(mount.m("f"), "first version\n");
+  ASSERT_TRUE(eventually([&] { return sidecar_of(mount, "f").find("\"size\":14") != std::string::npos; }));
+  // open(O_WRONLY|O_TRUNC) of an existing file sends no OPEN: the truncate
+  // and the write make it in progress, and its close seals it.
+  {
+    UniqueFd fd(::open(mount.m("f").c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
+    ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+    ASSERT_EQ(::write(fd.get(), "second, longer version\n", 23), 23);
+    EXPECT_EQ(lstat_errno(mount.m("f")), 0) << "a file being written is visible (R4)";
+  }
+  EXPECT_NE(sidecar_of(mount, "f").find("\"size\":23"), std::string::npos) << "sealed before close returned";
+  EXPECT_EQ(read_file(mount.m("f")), "second, longer version\n");
+  EXPECT_TRUE(quarantined_files(mount).empty());
+}
+
+TEST(NoOpen, AWriterThatExitsAbnormallyAbandonsOnlyWhatItChanged) {
+  SEALFS_REQUIRE_FUSE();
+  Mount mount(MountConfig::with({"cache_timeout=1,no_open"}));
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  write_file(mount.m("f"), "data\n");
+  ASSERT_TRUE(eventually([&] { return lstat_errno(mount.b(".sealfs-manifest.f")) == 0; }));
+  EXPECT_EQ(run_process({"sh", "-c", "exec 3>>\"$0\"; exit 1", mount.m("f")}).status, 1);
+  EXPECT_EQ(read_file(mount.m("f")), "data\n");
+  EXPECT_TRUE(quarantined_files(mount).empty());
+  // The shell's echo closes a copy of descriptor 3 first: that is not the
+  // process's last close of the file, so the abnormal exit still abandons.
+  EXPECT_EQ(run_process({"sh", "-c", "exec 3>>\"$0\"; echo more >&3; exit 1", mount.m("f")}).status, 1);
+  EXPECT_TRUE(eventually([&] { return lstat_errno(mount.m("f")) == ENOENT; }))
+      << "an abandoned write stayed visible";
+  EXPECT_FALSE(quarantined_files(mount).empty());
+}
+
+TEST(ReadOnlyMount, ServesASavedStoreAndRefusesWrites) {
+  SEALFS_REQUIRE_FUSE();
+  TempDir dir("sealfs-ro");
+  const std::string backing = dir / "B";
+  make_dirs(backing);
+  {
+    Mount saving(MountConfig::with({"profile=tilelang"}).backed_by(backing));
+    ASSERT_TRUE(saving.ok()) << saving.error();
+    ASSERT_EQ(tilelang("save", saving.mountpoint(), "k").status, 0);
+  }
+  Mount mount(MountConfig::with({"profile=tilelang,ro,cache_timeout=600"}).backed_by(backing));
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  for (int load = 0; load < 3; ++load) EXPECT_EQ(tilelang("load", mount.mountpoint(), "k").status, kHit);
+  EXPECT_EQ(::open(mount.m("new").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644), -1);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_EQ(::open(mount.m("ns/kernels/k/params.pkl").c_str(), O_WRONLY | O_CLOEXEC), -1);
+  EXPECT_EQ(errno, EROFS);
+  // A damaged entry in B is still a miss once the kernel asks again.
+  ASSERT_EQ(::truncate(mount.b("ns/kernels/k/kernel_lib.so").c_str(), 100), 0);
+  Mount fresh(MountConfig::with({"profile=tilelang,ro"}).backed_by(backing));
+  ASSERT_TRUE(fresh.ok()) << fresh.error();
+  EXPECT_EQ(tilelang("load", fresh.mountpoint(), "k").status, kMiss);
+}
+
+}  // namespace
+}  // namespace sealfs::test
