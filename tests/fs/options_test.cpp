@@ -43,6 +43,21 @@ TEST(MountOptionsTest, MountFuse3NoiseIsAcceptedAndFuseOptionsPassThrough) {
   EXPECT_EQ(o.fuse_options, (std::vector<std::string>{"rw", "nosuid", "nodev"}));
 }
 
+TEST(MountOptionsTest, NoOpenAndReadOnlyAreRecorded) {
+  MountOptions o;
+  EXPECT_FALSE(o.no_open);
+  EXPECT_FALSE(o.read_only);
+  ASSERT_TRUE(apply_option_list("no_open,ro", o));
+  EXPECT_TRUE(o.no_open);
+  EXPECT_TRUE(o.read_only);
+  // ro still reaches libfuse (the superblock is mounted read-only); no_open is sealfs's own.
+  EXPECT_EQ(o.fuse_options, (std::vector<std::string>{"ro"}));
+  EXPECT_EQ(fuse_option_string(o).find("no_open"), std::string::npos);
+  ASSERT_TRUE(apply_option_list("rw", o));
+  EXPECT_FALSE(o.read_only);
+  EXPECT_FALSE(apply_option_list("no_open=1", o)) << "a flag takes no value";
+}
+
 TEST(MountOptionsTest, ConnectionOptionsAreKeptApartFromMountOptions) {
   // libfuse's session refuses these; they are applied to the connection in init.
   MountOptions o;
