@@ -1,6 +1,7 @@
 #include "fs/fuse/file_handles.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <syslog.h>
 
 #include "fs/fuse/request.hpp"
@@ -17,16 +18,23 @@ constexpr int kWriterAttempts = 16;
 // a READ whose bytes changed. Transient errors stay what they are.
 int read_errno(const Error& error) { return error.code == ENOENT || error.code == ESTALE ? EIO : error.code; }
 
+bool readable(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  return flags >= 0 && (flags & O_ACCMODE) != O_WRONLY;
+}
+
 Result<std::shared_ptr<FileHandle>> make_reader(Filesystem& fs, const InodeRef& inode) {
   auto fd = fs.store->open_file(inode->path_fd()->get(), O_RDONLY, inode->last_seen().hint());
   if (!fd) return fd.error();
   auto handle = std::make_shared<FileHandle>();
   handle->fd = std::move(*fd);
   handle->inode = inode;
-  if (is_sealed(inode->kind)) {
+  // Every READ checks the stamp (R2) unless the file is being written: the
+  // inode's kind is that of its last lookup and may be stale.
+  if (!fs.writers.in_progress(inode->dev, inode->ino)) {
     auto st = fs.store->attributes(handle->fd.get());
     if (!st) return st.error();
-    handle->sealed_read = true;
+    handle->sealed_read = S_ISREG(st->st_mode);
     handle->verified = Stamp::of(*st);
   }
   return handle;
@@ -36,6 +44,7 @@ Result<std::shared_ptr<FileHandle>> make_reader(Filesystem& fs, const InodeRef& 
 // reading and writing (write-only when the daemon may not read it).
 Result<std::shared_ptr<FileHandle>> make_writer(Filesystem& fs, const InodeRef& inode) {
   if (fs.descriptors_low()) return make_error(ENFILE, "descriptors low");
+  fs.implicit.forget(inode->id);  // its reader's stamp is about to go stale
   const bool tracked =
       fs.store->writes_tracked(inode->path_fd()->get(), inode->kind, inode->last_seen().hint());
   auto fd = open_tracked(fs, *inode, O_RDWR, tracked);
@@ -77,12 +86,17 @@ HandleInUse implicit_writer_of(Filesystem& fs, fuse_ino_t ino) {
 HandleInUse handle_to_read(fuse_req_t req, fuse_ino_t ino, const fuse_file_info* fi) {
   Filesystem& fs = fs_of(req);
   if (fi != nullptr && fi->fh != 0) return HandleInUse{file_or_reply(req, fi), nullptr, {}};
-  if (auto held = implicit_writer_of(fs, ino)) return held;  // in progress: no stamp to check
+  // In progress: the writer's own descriptor, when it can read (a file
+  // created O_WRONLY cannot); no stamp to check.
+  if (auto held = implicit_writer_of(fs, ino); held && readable(held->fd.get())) return held;
   InodeRef inode = inode_or_reply(req, ino);
   if (!inode) return {};
-  // Near the descriptor limit a reader is made for this request only.
-  auto reader = fs.descriptors_low() ? make_reader(fs, inode)
-                                     : fs.implicit.reader(ino, [&] { return make_reader(fs, inode); });
+  // A reader is kept only for a file no one writes (its stamp is then
+  // checked at every READ); near the descriptor limit, or while the file is
+  // in progress, one is made for this request only.
+  const bool keep = !fs.descriptors_low() && !fs.writers.in_progress(inode->dev, inode->ino);
+  auto reader =
+      keep ? fs.implicit.reader(ino, [&] { return make_reader(fs, inode); }) : make_reader(fs, inode);
   if (!reader) {
     fuse_reply_err(req, read_errno(reader.error()));
     return {};
@@ -149,6 +163,14 @@ void flush_implicit(Filesystem& fs, fuse_ino_t ino, pid_t tid) {
       handle.closed_normally = true;
   }
   if (flushed.last) end_writer(fs, *flushed.writer);
+}
+
+void end_orphaned_writer(Filesystem& fs, fuse_ino_t ino) {
+  if (auto writer = fs.implicit.take_orphaned(ino, process_gone)) {
+    writer->handle->abandoned = true;
+    end_writer(fs, *writer);
+    fs.implicit.orphan_ended(ino);
+  }
 }
 
 void end_unheld_writer(Filesystem& fs, fuse_ino_t ino) {

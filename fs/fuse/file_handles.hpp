@@ -44,6 +44,9 @@ HandleInUse implicit_writer_of(Filesystem& fs, fuse_ino_t ino);
 // is counted (normal or abandoned, R4), and the last one ends the writer: the
 // file is sealed or abandoned before the FLUSH is answered.
 void flush_implicit(Filesystem& fs, fuse_ino_t ino, pid_t tid);
+// The reaper's end of a writer whose processes all exited without a FLUSH
+// (reaper.hpp): abandoned (R4).
+void end_orphaned_writer(Filesystem& fs, fuse_ino_t ino);
 // After a WRITE from the writeback of a shared mapping: when no process
 // holds the file for writing any more (they all closed it; no RELEASE will
 // come at munmap without OPEN), the file is sealed now.

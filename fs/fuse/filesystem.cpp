@@ -3,7 +3,16 @@
 namespace sealfs::fuse {
 
 void Filesystem::attach_hooks(StoreOptions& options) {
-  options.in_progress = [this](dev_t dev, ino_t ino) { return writers.in_progress(dev, ino); };
+  options.in_progress = [this](dev_t dev, ino_t ino) {
+    if (!writers.in_progress(dev, ino)) return false;
+    // Without OPEN a writer can outlive every process that held the file
+    // (reaper.hpp): such a file is no longer in progress, and is ended.
+    if (!no_open) return true;
+    const InodeRef inode = inodes.find(dev, ino);
+    if (!inode || !implicit.writer_orphaned(inode->id, process_gone)) return true;
+    reaper.post(inode->id);
+    return false;
+  };
   options.on_invalidate = [this](const Invalidation& event) { invalidator.post(event); };
 }
 

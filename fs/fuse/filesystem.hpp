@@ -21,6 +21,7 @@
 #include "fs/fuse/implicit_handles.hpp"
 #include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/invalidator.hpp"
+#include "fs/fuse/reaper.hpp"
 #include "fs/fuse/writer_tracking.hpp"
 
 namespace sealfs::fuse {
@@ -87,6 +88,7 @@ struct Filesystem {
   HandleTable<FileHandle> files;
   HandleTable<DirHandle> dirs;
   ImplicitHandles implicit;      // fh 0: the handles OPEN would have made (no_open)
+  Reaper reaper;                 // ends implicit writers whose processes left without a FLUSH
   double cache_timeout = 1.0;    // seconds, for sealed and verified objects
   bool chown_to_caller = false;  // running as root: created objects belong to the caller
   // OPEN is answered ENOSYS (-o no_open or ro, unless verify=always, which

@@ -1,5 +1,7 @@
 #include "fs/fuse/implicit_handles.hpp"
 
+#include <algorithm>
+
 #include "fs/fuse/writer_tracking.hpp"
 
 namespace sealfs::fuse {
@@ -48,6 +50,36 @@ std::shared_ptr<ImplicitHandles::Writer> ImplicitHandles::take_if_unheld(fuse_in
   auto writer = std::move(it->second.writer);
   writers_.erase(it);
   return writer;
+}
+
+bool ImplicitHandles::writer_orphaned(fuse_ino_t ino, const std::function<bool(pid_t)>& gone) const {
+  std::set<pid_t> groups;
+  {
+    std::lock_guard lock(mu_);
+    if (orphans_.count(ino) != 0) return true;
+    auto it = writers_.find(ino);
+    if (it == writers_.end() || it->second.groups.empty()) return false;
+    groups = it->second.groups;
+  }
+  return std::all_of(groups.begin(), groups.end(), gone);  // /proc is read outside the lock
+}
+
+std::shared_ptr<ImplicitHandles::Writer> ImplicitHandles::take_orphaned(
+    fuse_ino_t ino, const std::function<bool(pid_t)>& gone) {
+  if (!writer_orphaned(ino, gone)) return nullptr;
+  std::lock_guard lock(mu_);
+  auto it = writers_.find(ino);
+  if (it == writers_.end() || !std::all_of(it->second.groups.begin(), it->second.groups.end(), gone))
+    return nullptr;
+  auto writer = std::move(it->second.writer);
+  writers_.erase(it);
+  orphans_.insert(ino);
+  return writer;
+}
+
+void ImplicitHandles::orphan_ended(fuse_ino_t ino) {
+  std::lock_guard lock(mu_);
+  orphans_.erase(ino);
 }
 
 std::shared_ptr<ImplicitHandles::Writer> ImplicitHandles::writer(fuse_ino_t ino) const {

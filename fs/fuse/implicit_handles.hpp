@@ -66,6 +66,15 @@ class ImplicitHandles {
   };
   Flushed flushed_by(fuse_ino_t ino, pid_t tid, const std::function<bool(pid_t)>& still_open);
 
+  // Whether ino has a writer every counting process of which is gone
+  // (gone(group) says so): no FLUSH will end it.
+  bool writer_orphaned(fuse_ino_t ino, const std::function<bool(pid_t)>& gone) const;
+  // Takes such a writer out of the table (to be ended as abandoned); ino
+  // still counts as orphaned until orphan_ended(ino), so that no judgement in
+  // between sees the file in progress again.
+  std::shared_ptr<Writer> take_orphaned(fuse_ino_t ino, const std::function<bool(pid_t)>& gone);
+  void orphan_ended(fuse_ino_t ino);
+
   // The read handle of ino, made by make() when there is none. At most
   // kMaxReaders are kept (least recently used leave first; a READ still
   // using one keeps it alive until it is done).
@@ -92,6 +101,7 @@ class ImplicitHandles {
   std::unordered_map<fuse_ino_t, WriterSlot> writers_;
   std::unordered_map<fuse_ino_t, ReaderSlot> readers_;
   std::list<fuse_ino_t> reader_age_;  // front: most recently used
+  std::set<fuse_ino_t> orphans_;      // taken by take_orphaned, not ended yet
 };
 
 }  // namespace sealfs::fuse

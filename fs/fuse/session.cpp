@@ -26,6 +26,7 @@
 #include "core/store/store.hpp"
 #include "core/verify/validator.hpp"
 #include "fs/cli/options.hpp"
+#include "fs/fuse/file_handles.hpp"
 #include "fs/fuse/filesystem.hpp"
 
 namespace sealfs::fuse {
@@ -261,8 +262,10 @@ std::optional<int> serve(Filesystem& fs, fuse_session* se, bool foreground, std:
   }
   // Threads start only now: fuse_daemonize forks, and threads do not survive a fork.
   fs.invalidator.start(se);
+  fs.reaper.start([&fs](fuse_ino_t ino) { end_orphaned_writer(fs, ino); });
   std::unique_ptr<fuse_loop_config, LoopConfigDeleter> config(fuse_loop_cfg_create());
   if (!config) {
+    fs.reaper.stop();
     fs.invalidator.stop();
     syslog(LOG_ERR, "sealfs: out of memory");
     return std::nullopt;
@@ -292,6 +295,7 @@ int run_mount(const cli::MountOptions& options, std::ostream& err) {
   // Unmounted first (serve's MountGuard): a notification waiting on a
   // directory lock in the kernel then ends at once instead of holding up the
   // exit. The session must outlive the notifications in flight.
+  fs.reaper.stop();
   fs.invalidator.stop();
   if (*rc < 0) {
     err << "sealfs: session loop failed: " << errno_text(-*rc) << "\n";

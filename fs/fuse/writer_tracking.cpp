@@ -139,6 +139,16 @@ bool process_holds(pid_t tgid, ino_t ino, std::string_view mountpoint) {
   return holds;
 }
 
+bool process_gone(pid_t tgid) {
+  if (tgid <= 0) return false;
+  const std::string text = proc_text(tgid, "stat");
+  const auto close = text.rfind(')');
+  if (text.empty()) return true;
+  if (close == std::string::npos || close + 2 >= text.size()) return false;
+  const char state = text[close + 2];  // the field after "(comm) "
+  return state == 'Z' || state == 'X' || state == 'x';
+}
+
 void WriterTracking::opened(dev_t dev, ino_t ino) {
   std::lock_guard lock(mu_);
   ++files_[{dev, ino}].writers;

@@ -44,6 +44,10 @@ pid_t thread_group_of(pid_t tid);
 // RELEASE (no_open) this tells a close of one of several descriptors from a
 // process's last close of the file. Unreadable → false.
 bool process_holds(pid_t tgid, ino_t ino, std::string_view mountpoint);
+// Whether process tgid has finished exiting (gone from /proc, or a zombie or
+// dead task: its descriptors are all closed). A tgid of 0 (a task of another
+// pid namespace) is never called gone.
+bool process_gone(pid_t tgid);
 
 // What the last release of a file's write handles asks for.
 enum class LastClose {
