@@ -66,14 +66,15 @@ fsys::path make_work_dir() {
 void measure_run(const Config& cfg, const std::vector<Target>& targets, const std::vector<LoadStore>& stores,
                  const fsys::path& listing, int run, Results& r, std::uint64_t& checksum) {
   std::cerr << "run " << run + 1 << "/" << cfg.runs << "\n";
+  const auto start = Clock::now();
   r.sha256_gbps.push_back(sha256_gbps());
   std::vector<Target> order = targets;
   std::rotate(order.begin(), order.begin() + (run % static_cast<int>(order.size())), order.end());
   for (const LoadStore& s : stores) measure_store(cfg, order, s, run, r, checksum);
-  if (listing.empty()) return;
   for (const Target& t : order) {
-    if (t.lists()) measure_listing(cfg, t, listing, r);
+    if (!listing.empty() && t.lists()) measure_listing(cfg, t, listing, r);
   }
+  std::cerr << "run " << run + 1 << " took " << seconds_since(start) << " s\n";
 }
 
 int run_bench(Config cfg) {
