@@ -5,12 +5,14 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 #include "tests/support/process.hpp"
@@ -25,7 +27,74 @@ dev_t device_of(const fsys::path& p) {
   return st.st_dev;
 }
 
+// Is name (a path, or a command searched in PATH) an executable file?
+bool executable(const std::string& name) {
+  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
+  for (std::size_t at = 0; at <= dirs.size();) {
+    std::size_t end = dirs.find(':', at);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = dirs.substr(at, end - at);
+    if (!dir.empty() && ::access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+    at = end + 1;
+  }
+  return false;
+}
+
+// A column that is not sealfs's.
+Target column(Kind kind, const std::string& name, const std::string& binary) {
+  return {kind, name, binary, "", Mode::kNone, ""};
+}
+
+// The saving, fresh and read-only columns of one sealfs build.
+void add_sealfs_family(std::vector<Target>& targets, const std::string& family, const std::string& binary,
+                       const std::string& options) {
+  targets.push_back({Kind::kSealfs, family + "-saving", binary, options, Mode::kSaving, family});
+  targets.push_back({Kind::kSealfs, family + "-fresh", binary, options, Mode::kFresh, family});
+  targets.push_back({Kind::kSealfs, family + "-ro", binary, options + ",ro", Mode::kReadOnly, family});
+}
+
+void add_variant(std::vector<Target>& targets, const Config& cfg, const std::string& v) {
+  const auto eq = v.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw std::runtime_error("--variant " + v + ": expected NAME=BINARY[|OPTIONS]");
+  const auto bar = v.find('|', eq);
+  add_sealfs_family(targets, v.substr(0, eq), v.substr(eq + 1, bar == std::string::npos ? bar : bar - eq - 1),
+                    bar == std::string::npos ? cfg.sealfs_options : v.substr(bar + 1));
+}
+
 }  // namespace
+
+bool Target::saves() const {
+  return kind != Kind::kSeedCheck && kind != Kind::kFloorNoOpen &&
+         (kind != Kind::kSealfs || mode == Mode::kSaving);
+}
+
+bool Target::loads() const { return kind != Kind::kPlainFsync; }
+
+bool Target::lists() const {
+  return kind == Kind::kPlain || kind == Kind::kBindfs || kind == Kind::kFloor ||
+         (kind == Kind::kSealfs && mode == Mode::kFresh);
+}
+
+std::string resolve_sealfs(Config& cfg) {
+  if (!cfg.sealfs.empty()) return "sealfs binary: " + cfg.sealfs + " (--sealfs)";
+  const std::string install = SEALFS_INSTALL_BINARY_PATH;
+  if (::access(install.c_str(), X_OK) != 0) {
+    cfg.sealfs = SEALFS_BINARY_PATH;
+    return "sealfs binary: " + cfg.sealfs + " (the test build's; note: no install build at " + install +
+           "; `cmake --preset install && cmake --build --preset install` makes it)";
+  }
+  cfg.sealfs = install;
+  std::string line = "sealfs binary: " + cfg.sealfs + " (the install preset's build)";
+  std::error_code ec1, ec2;
+  const auto mine = fsys::last_write_time(install, ec1);
+  const auto tests = fsys::last_write_time(SEALFS_BINARY_PATH, ec2);
+  if (!ec1 && !ec2 && mine < tests)
+    line += "; note: older than the test build's, rebuild it with `cmake --build --preset install`";
+  return line;
+}
 
 int run_quiet(const std::vector<std::string>& argv) {
   return sealfs::test::run_process(argv, {}, std::chrono::minutes(10)).status;
@@ -33,7 +102,7 @@ int run_quiet(const std::vector<std::string>& argv) {
 
 Mounted::Mounted(const Config& cfg, const Target& t, const fsys::path& backing, const fsys::path& mountpoint)
     : mountpoint_(backing) {
-  if (t.plain()) return;
+  if (!t.mounts()) return;
   make_dirs(mountpoint);
   mountpoint_ = mountpoint;
   std::vector<std::string> argv;
@@ -43,7 +112,8 @@ Mounted::Mounted(const Config& cfg, const Target& t, const fsys::path& backing, 
     argv = {cfg.fuse_floor, backing.string(), mountpoint.string()};
     if (t.kind == Kind::kFloorNoOpen) argv.insert(argv.begin() + 1, "--no-open");
   } else {
-    argv = {cfg.bindfs, "-f", "--no-allow-other", backing.string(), mountpoint.string()};
+    argv = {cfg.bindfs,         "-f", "--no-allow-other", "-o", cfg.bindfs_options, backing.string(),
+            mountpoint.string()};
   }
   const dev_t before = device_of(mountpoint);
   const auto start = Clock::now();
@@ -100,28 +170,25 @@ void raise_fd_limit_for_daemons() {
   ::setrlimit(RLIMIT_NOFILE, &lim);
 }
 
-Target sealfs_target(const Config& cfg) { return {Kind::kSealfs, "sealfs", cfg.sealfs, cfg.sealfs_options}; }
-
-std::vector<Target> make_targets(const Config& cfg, const Target& sealfs) {
-  std::vector<Target> targets = {{Kind::kPlain, "plain", "", ""}, {Kind::kPlainFsync, "plain+fsync", "", ""}};
-  if (cfg.with_bindfs) targets.push_back({Kind::kBindfs, "bindfs", cfg.bindfs, ""});
+std::vector<Target> make_targets(const Config& cfg, std::vector<std::string>& notes) {
+  std::vector<Target> targets = {column(Kind::kPlain, "plain", ""),
+                                 column(Kind::kPlainFsync, "plain+fsync", ""),
+                                 column(Kind::kSeedCheck, "seed-check", "")};
+  if (cfg.with_bindfs && !executable(cfg.bindfs)) {
+    notes.push_back("bindfs: column skipped, " + cfg.bindfs + " is not installed (apt-get install bindfs)");
+  } else if (cfg.with_bindfs) {
+    targets.push_back(column(Kind::kBindfs, "bindfs", cfg.bindfs));
+  }
   if (cfg.with_floor) {
-    targets.push_back({Kind::kFloor, "floor", cfg.fuse_floor, ""});
-    targets.push_back({Kind::kFloorNoOpen, "floor-noopen", cfg.fuse_floor, ""});
+    targets.push_back(column(Kind::kFloor, "floor", cfg.fuse_floor));
+    targets.push_back(column(Kind::kFloorNoOpen, "floor-noopen", cfg.fuse_floor));
   }
-  targets.push_back(sealfs);
-  for (const auto& v : cfg.variants) {
-    const auto eq = v.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw std::runtime_error("--variant " + v + ": expected NAME=BINARY[|OPTIONS]");
-    const auto bar = v.find('|', eq);
-    targets.push_back({Kind::kSealfs, v.substr(0, eq),
-                       v.substr(eq + 1, bar == std::string::npos ? bar : bar - eq - 1),
-                       bar == std::string::npos ? cfg.sealfs_options : v.substr(bar + 1)});
-  }
+  add_sealfs_family(targets, "sealfs", cfg.sealfs, cfg.sealfs_options);
+  for (const auto& v : cfg.variants) add_variant(targets, cfg, v);
   if (!cfg.only.empty()) {
     std::erase_if(targets, [&](const Target& t) {
-      return std::find(cfg.only.begin(), cfg.only.end(), t.name) == cfg.only.end();
+      auto wanted = [&](const std::string& n) { return !n.empty() && std::ranges::count(cfg.only, n) > 0; };
+      return !wanted(t.name) && !wanted(t.family);
     });
   }
   return targets;

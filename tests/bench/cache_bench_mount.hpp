@@ -15,7 +15,15 @@ namespace sealfs::bench {
 // A command run to its end, its output dropped; its exit status.
 int run_quiet(const std::vector<std::string>& argv);
 
-enum class Kind { kPlain, kPlainFsync, kBindfs, kFloor, kFloorNoOpen, kSealfs };
+// seed-check is the plain directory with the seed's in-process check (the
+// library's SHA-256 compared with the digest saved at save time) before each
+// load.
+enum class Kind { kPlain, kPlainFsync, kSeedCheck, kBindfs, kFloor, kFloorNoOpen, kSealfs };
+
+// How a sealfs column meets its store: the mount that saved the entries and
+// then loads them, a fresh mount over the saved store, or a fresh read-only
+// one (-o ro).
+enum class Mode { kNone, kSaving, kFresh, kReadOnly };
 
 // One column of the table: what is mounted, and for sealfs which binary with
 // which options (variants compare a lever or an older build in the same run).
@@ -24,20 +32,30 @@ struct Target {
   std::string name;
   std::string binary;   // sealfs only
   std::string options;  // sealfs only
-  bool plain() const { return kind == Kind::kPlain || kind == Kind::kPlainFsync; }
+  Mode mode = Mode::kNone;
+  std::string family;  // sealfs: the name its three columns share ("sealfs", a variant's)
+  bool mounts() const {
+    return kind != Kind::kPlain && kind != Kind::kPlainFsync && kind != Kind::kSeedCheck;
+  }
   bool floor() const { return kind == Kind::kFloor || kind == Kind::kFloorNoOpen; }
+  bool saves() const;  // has a save measurement
+  bool loads() const;  // has load measurements
+  bool lists() const;  // has listing measurements
 };
 
 struct Config {
-  std::string sealfs = SEALFS_BINARY_PATH;
-  std::string sealfs_options = "profile=tilelang";
+  std::string sealfs;  // empty: the install preset's build, else the test build's (resolve_sealfs)
+  std::string sealfs_options = "profile=tilelang,cache_timeout=600";
   std::string bindfs = "bindfs";
+  std::string bindfs_options = "kernel_cache,entry_timeout=600,attr_timeout=600";
   std::string fuse_floor = FUSE_FLOOR_PATH;
   fsys::path work;
   std::size_t entries = 200;
-  std::size_t readdir_entries = 10000;
+  std::vector<std::size_t> lib_sizes = {512u << 10, 8u << 20};
+  std::size_t list_entries = 2000;
+  int list_repeat = 3;
   std::size_t scale = 100000;
-  int runs = 5;
+  int runs = 7;
   bool json = false;
   bool with_bindfs = true;
   bool with_floor = true;
@@ -46,6 +64,11 @@ struct Config {
   bool saves = true;
   bool loads = true;
 };
+
+// Which sealfs binary: --sealfs, else the install preset's build (the
+// README's install command), else the test build's; cfg.sealfs is set and a
+// line saying which is returned.
+std::string resolve_sealfs(Config& cfg);
 
 // A FUSE daemon in the foreground over backing at mountpoint; unmounted and
 // reaped by the destructor. Plain targets mount nothing.
@@ -73,11 +96,10 @@ long rss_kib(pid_t pid);
 // hard limit too (as LimitNOFILE= in the systemd unit does).
 void raise_fd_limit_for_daemons();
 
-// The sealfs column of cfg.
-Target sealfs_target(const Config& cfg);
-
-// Every column in table order: plain, plain+fsync, bindfs and the floors
-// unless left out, sealfs, then each --variant; only --targets if given.
-std::vector<Target> make_targets(const Config& cfg, const Target& sealfs);
+// Every column in table order: plain, plain+fsync, seed-check, bindfs and the
+// floors unless left out, sealfs's saving, fresh and ro columns, then those of
+// each --variant; only --targets if given. Columns left out for a reason
+// (bindfs not installed) are said in notes.
+std::vector<Target> make_targets(const Config& cfg, std::vector<std::string>& notes);
 
 }  // namespace sealfs::bench

@@ -1,4 +1,4 @@
-// cache_bench's phases: the stores, the timed runs, the scale phase.
+// cache_bench's phases: the stores, the timed saves and loads, the scale phase.
 #include "tests/bench/cache_bench_phases.hpp"
 
 #include <sys/resource.h>
@@ -11,40 +11,144 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/base/digest.hpp"
+
 namespace sealfs::bench {
 
 namespace {
 
-const std::string kNs = "bench";
+std::size_t page_size() { return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)); }
 
-double time_save(const Config& cfg, const Target& t, const std::vector<EntryFiles>& entries, int run) {
+// The save is timed from a clean page cache: what the column before left
+// dirty (up to 1.6 GB with the 8 MiB libraries) is written back first, so
+// that its writeback is not charged to this one.
+double time_save(const Mounted& m, const std::vector<EntryFiles>& entries, bool careful) {
+  prepare_cache(m.root(), kNs);
+  ::sync();
+  const auto start = Clock::now();
+  for (std::size_t i = 0; i < entries.size(); ++i)
+    save_entry(m.root(), kNs, key_name(i), entries[i], careful);
+  return seconds_since(start);
+}
+
+// A save on a fresh backing directory, which is removed afterwards.
+void measure_save(const Config& cfg, const Target& t, const LoadStore& s, int run, Results& r) {
   const fsys::path backing = cfg.work / ("save-" + t.name + "-" + std::to_string(run));
   remove_tree(backing);
   make_dirs(backing);
-  double elapsed = 0;
   {
     Mounted m(cfg, t, backing, cfg.work / "mnt");
-    prepare_cache(m.root(), kNs);
-    const bool careful = t.kind == Kind::kPlainFsync;
-    const auto start = Clock::now();
-    for (std::size_t i = 0; i < entries.size(); ++i)
-      save_entry(m.root(), kNs, key_name(i), entries[i], careful);
-    elapsed = seconds_since(start);
+    r.add(op_name("save", s.lib), t, time_save(m, s.entries, t.kind == Kind::kPlainFsync));
   }
   remove_tree(backing);
-  return elapsed;
 }
 
-std::uint64_t load_all(const fsys::path& root, std::size_t n, std::size_t page) {
+std::uint64_t load_all(const Target& t, const fsys::path& root, const LoadStore& s) {
   std::uint64_t sum = 0;
   const fsys::path kernels = root / kNs / "kernels";
-  for (std::size_t i = 0; i < n; ++i) sum += load_entry(kernels, key_name(i), page);
+  const std::size_t page = page_size();
+  for (std::size_t i = 0; i < s.entries.size(); ++i) {
+    sum += t.kind == Kind::kSeedCheck ? checked_load_entry(kernels, key_name(i), s.digest_file(i), page)
+                                      : load_entry(kernels, key_name(i), page);
+  }
   return sum;
 }
 
-// Writes count small TileLang-shaped entries directly into store/rel and
-// seals each as a directory entry offline (`sealfs adopt`, trust on first
-// use; no fsync: this is setup, not what is measured).
+// The first load (cold: after mounting, or on the saving mount after the
+// save) and the next (warm).
+void cold_and_warm(const Target& t, const fsys::path& root, const LoadStore& s, Results& r,
+                   std::uint64_t& checksum) {
+  auto start = Clock::now();
+  checksum += load_all(t, root, s);
+  r.add(op_name("cold load", s.lib), t, seconds_since(start));
+  start = Clock::now();
+  checksum += load_all(t, root, s);
+  r.add(op_name("warm load", s.lib), t, seconds_since(start));
+}
+
+// The saving column: a sealfs mount over an empty backing saves the entries
+// (the sealfs save measurement) and then loads them, as a user's mount does.
+void saving_column(const Config& cfg, const Target& t, const LoadStore& s, int run, Results& r,
+                   std::uint64_t& checksum) {
+  const fsys::path backing = cfg.work / ("save-" + t.name + "-" + std::to_string(run));
+  remove_tree(backing);
+  make_dirs(backing);
+  {
+    Mounted m(cfg, t, backing, cfg.work / "mnt");
+    const double saved = time_save(m, s.entries, false);
+    if (cfg.saves) r.add(op_name("save", s.lib), t, saved);
+    if (cfg.loads) cold_and_warm(t, m.root(), s, r, checksum);
+  }
+  remove_tree(backing);
+}
+
+// The daemons' log's last line (they all append to one).
+std::string last_log_line(const Config& cfg) {
+  std::ifstream in(cfg.work / "daemon.log");
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
+// A read-only mount may not be supported by the binary: its column is then
+// left out of the rest of the bench, and the run goes on.
+void read_only_column(const Config& cfg, const Target& t, const LoadStore& s, Results& r,
+                      std::uint64_t& checksum) {
+  std::string failure;
+  try {
+    Mounted m(cfg, t, s.root, cfg.work / "mnt");
+    try {
+      cold_and_warm(t, m.root(), s, r, checksum);
+      return;
+    } catch (const std::exception& e) {
+      failure = "ro: the loads failed on " + t.name + ": " + e.what();
+    }
+  } catch (const std::exception& e) {
+    failure = "ro: not supported by this binary (" + t.name + ": " + e.what() +
+              "; it said: " + last_log_line(cfg) + ")";
+  }
+  std::cerr << failure << "\n";
+  r.notes.push_back(failure);
+  r.unsupported.insert(t.name);
+}
+
+void measure_loads(const Config& cfg, const Target& t, const LoadStore& s, Results& r,
+                   std::uint64_t& checksum) {
+  if (r.unsupported.count(t.name) != 0) return;
+  if (t.mode == Mode::kReadOnly) return read_only_column(cfg, t, s, r, checksum);
+  Mounted m(cfg, t, s.root, cfg.work / "mnt");
+  cold_and_warm(t, m.root(), s, r, checksum);
+}
+
+Target sealfs_fresh(const Config& cfg) {
+  return {Kind::kSealfs, "sealfs-fresh", cfg.sealfs, cfg.sealfs_options, Mode::kFresh, "sealfs"};
+}
+
+}  // namespace
+
+LoadStore build_load_store(const Config& cfg, std::size_t lib) {
+  LoadStore s;
+  s.lib = lib;
+  EntryShape shape;
+  shape.lib = lib;
+  s.entries.reserve(cfg.entries);
+  for (std::size_t i = 0; i < cfg.entries; ++i) s.entries.push_back(entry_files(shape, i));
+  s.root = cfg.work / ("store-" + std::to_string(lib));
+  s.digests = cfg.work / ("seed-digests-" + std::to_string(lib));
+  remove_tree(s.root);
+  make_dirs(s.root);
+  make_dirs(s.digests);
+  Mounted m(cfg, sealfs_fresh(cfg), s.root, cfg.work / "mnt");
+  prepare_cache(m.root(), kNs);
+  for (std::size_t i = 0; i < s.entries.size(); ++i) {
+    save_entry(m.root(), kNs, key_name(i), s.entries[i], false);
+    write_file(s.digest_file(i), sha256_hex(s.entries[i].library()), false);
+  }
+  return s;
+}
+
 void add_adopted_entries(const Config& cfg, const fsys::path& store, const std::string& rel,
                          std::size_t count) {
   const fsys::path dir = store / rel;
@@ -64,83 +168,42 @@ void add_adopted_entries(const Config& cfg, const fsys::path& store, const std::
   }
 }
 
-void measure_loads(const Config& cfg, const Target& t, const fsys::path& store, std::size_t n, Results& r,
-                   std::uint64_t& checksum) {
-  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  Mounted m(cfg, t, store, cfg.work / "mnt");
-  auto start = Clock::now();
-  checksum += load_all(m.root(), n, page);
-  r.add("cold load", t, seconds_since(start));
-  start = Clock::now();
-  checksum += load_all(m.root(), n, page);
-  r.add("warm load", t, seconds_since(start));
-  start = Clock::now();
-  const std::size_t listed = list_dir(m.root() / "big" / "kernels");
-  r.add("readdir", t, seconds_since(start));
-  if (listed != cfg.readdir_entries) {
-    throw std::runtime_error(t.name + ": readdir listed " + std::to_string(listed) + " of " +
-                             std::to_string(cfg.readdir_entries));
+double sha256_gbps() {
+  const std::string block(8u << 20, '\x5a');
+  Sha256Hasher h;
+  std::size_t bytes = 0;
+  const auto start = Clock::now();
+  double elapsed = 0;
+  while (elapsed < 0.25) {
+    h.update(std::string_view(block));
+    bytes += block.size();
+    elapsed = seconds_since(start);
   }
+  h.finish();
+  return static_cast<double>(bytes) / elapsed / 1e9;
 }
 
-}  // namespace
-
-std::vector<EntryFiles> make_entries(const EntryShape& shape, std::size_t n) {
-  std::vector<EntryFiles> v;
-  v.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) v.push_back(entry_files(shape, i));
-  return v;
-}
-
-void build_load_store(const Config& cfg, const Target& sealfs, const fsys::path& store,
-                      const std::vector<EntryFiles>& entries) {
-  remove_tree(store);
-  make_dirs(store);
-  {
-    Mounted m(cfg, sealfs, store, cfg.work / "mnt");
-    prepare_cache(m.root(), kNs);
-    for (std::size_t i = 0; i < entries.size(); ++i)
-      save_entry(m.root(), kNs, key_name(i), entries[i], false);
-  }
-  add_adopted_entries(cfg, store, "big/kernels", cfg.readdir_entries);
-}
-
-void measure_run(const Config& cfg, const std::vector<Target>& targets,
-                 const std::vector<EntryFiles>& entries, const fsys::path& store, int run, Results& r,
-                 std::uint64_t& checksum) {
-  std::cerr << "run " << run + 1 << "/" << cfg.runs << "\n";
-  // Alternate: each run starts with a different target.
-  std::vector<Target> order = targets;
-  std::rotate(order.begin(), order.begin() + (run % static_cast<int>(order.size())), order.end());
+void measure_store(const Config& cfg, const std::vector<Target>& order, const LoadStore& s, int run,
+                   Results& r, std::uint64_t& checksum) {
   for (const Target& t : order) {
-    // floor-noopen differs from floor only in opens: its saves would say nothing new.
-    if (cfg.saves && t.kind != Kind::kFloorNoOpen) r.add("save", t, time_save(cfg, t, entries, run));
-  }
-  for (const Target& t : order) {
-    if (!cfg.loads || t.kind == Kind::kPlainFsync) continue;  // loads are the same as plain's
-    measure_loads(cfg, t, store, cfg.entries, r, checksum);
-  }
-}
-
-void scale_phase(const Config& cfg, Results& r, const std::vector<Target>& targets, const Target& sealfs) {
-  const fsys::path store = cfg.work / "scale";
-  remove_tree(store);
-  auto start = Clock::now();
-  add_adopted_entries(cfg, store, kNs + "/kernels", cfg.scale);
-  std::cerr << "scale store: " << cfg.scale << " entries built in " << seconds_since(start) << " s\n";
-  for (int run = 0; run < cfg.runs; ++run) {
-    for (const Target& t : targets) {
-      if (t.plain()) continue;
-      Mounted m(cfg, t, store, cfg.work / "mnt");
-      r.add("mount (" + std::to_string(cfg.scale) + " entries)", t, m.mount_seconds());
+    if (t.mode == Mode::kSaving && (cfg.saves || cfg.loads)) {
+      saving_column(cfg, t, s, run, r, checksum);
+    } else if (cfg.saves && t.saves()) {
+      measure_save(cfg, t, s, run, r);
     }
   }
-  // RSS after one lookup per name, 2 per entry (the entry and its params.pkl).
-  // The daemon keeps an O_PATH fd per inode the kernel holds; where the fd
-  // limit cannot hold them all (a container without CAP_SYS_RESOURCE), the
-  // kernel is made to forget them every kBatch entries (drop_caches, root
-  // only), as memory pressure would.
-  Mounted m(cfg, sealfs, store, cfg.work / "mnt");
+  for (const Target& t : order) {
+    if (cfg.loads && t.loads() && t.mode != Mode::kSaving) measure_loads(cfg, t, s, r, checksum);
+  }
+}
+
+// RSS after one lookup per name, 2 per entry (the entry and its params.pkl).
+// The daemon keeps an O_PATH fd per inode the kernel holds; where the fd
+// limit cannot hold them all (a container without CAP_SYS_RESOURCE), the
+// kernel is made to forget them every batch entries (drop_caches, root
+// only), as memory pressure would.
+void rss_after_lookups(const Config& cfg, const fsys::path& store, Results& r) {
+  Mounted m(cfg, sealfs_fresh(cfg), store, cfg.work / "mnt");
   const double mib = 1024;
   r.scalars["sealfs rss after mount (MiB)"] = static_cast<double>(rss_kib(m.pid())) / mib;
   struct rlimit lim {};
@@ -171,6 +234,24 @@ void scale_phase(const Config& cfg, Results& r, const std::vector<Target>& targe
   r.scalars["sealfs rss peak seen (MiB)"] = static_cast<double>(std::max(peak, end)) / mib;
   if (found != cfg.scale)
     throw std::runtime_error("scale: only " + std::to_string(found) + " entries visible");
+}
+
+void scale_phase(const Config& cfg, Results& r, const std::vector<Target>& targets) {
+  const fsys::path store = cfg.work / "scale";
+  remove_tree(store);
+  auto start = Clock::now();
+  add_adopted_entries(cfg, store, kNs + "/kernels", cfg.scale);
+  std::cerr << "scale store: " << cfg.scale << " entries built in " << seconds_since(start) << " s\n";
+  for (int run = 0; run < cfg.runs; ++run) {
+    for (const Target& t : targets) {
+      // One sealfs column per build: its saving and ro mounts mount the same way.
+      if (!t.mounts() || (t.kind == Kind::kSealfs && t.mode != Mode::kFresh)) continue;
+      Mounted m(cfg, t, store, cfg.work / "mnt");
+      r.add("mount (" + std::to_string(cfg.scale) + " entries)", t, m.mount_seconds());
+    }
+  }
+  rss_after_lookups(cfg, store, r);
+  remove_tree(store);
 }
 
 }  // namespace sealfs::bench
