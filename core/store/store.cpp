@@ -217,25 +217,27 @@ Result<Found> Store::lookup_verified(int dir_fd, std::string_view name) {
   return lookup_at(*impl_, dir_fd, name, VerifyDepth::cached_only);
 }
 
-Result<std::vector<DirItem>> Store::list(int dir_fd) {
+Result<Listing> Store::list(int dir_fd) {
   Impl& s = *impl_;
   auto ctx = s.places.context_of(dir_fd);
   if (!ctx) return make_error(ctx.code() == ESTALE ? ENOENT : ctx.code(), ctx.error().message);
-  std::vector<DirItem> out;
-  if (ctx->entry) {
-    // A directory of an entry known (or seen at stat level) to be invalid
-    // shows nothing; the next lookup quarantines the entry.
-    auto v = s.entries.check(dir_entry_location(*ctx->entry), VerifyDepth::stat_only);
-    if (!v->valid) return out;
+  Listing out;
+  // The enclosing entry is checked once here, not once per name.
+  std::shared_ptr<const EntryVerdict> entry;
+  if (ctx->entry) entry = s.entries.check(dir_entry_location(*ctx->entry), VerifyDepth::stat_only);
+  // A directory of an entry known (or seen at stat level) to be invalid
+  // shows nothing; the next lookup quarantines the entry.
+  if (!entry || entry->valid) {
+    auto children = read_dir(dir_fd);
+    if (!children) return children.error();
+    for (const auto& c : *children) {
+      if (is_reserved_name(c.name)) continue;
+      auto j = s.judge.judge(*ctx, dir_fd, c.name, VerifyDepth::stat_only, entry.get());
+      if (!j || j->verdict != Verdict::visible) continue;
+      out.items.push_back(DirItem{c.name, j->st.st_ino, dt_of(j->st.st_mode)});
+    }
   }
-  auto children = read_dir(dir_fd);
-  if (!children) return children.error();
-  for (const auto& c : *children) {
-    if (is_reserved_name(c.name)) continue;
-    auto j = s.judge.judge(*ctx, dir_fd, c.name, VerifyDepth::stat_only);
-    if (!j || j->verdict != Verdict::visible) continue;
-    out.push_back(DirItem{c.name, j->st.st_ino, dt_of(j->st.st_mode)});
-  }
+  s.listings.note(ctx->st.st_dev, ctx->st.st_ino, out);
   return out;
 }
 

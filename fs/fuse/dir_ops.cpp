@@ -14,9 +14,9 @@ namespace sealfs::fuse {
 namespace {
 
 Status load_listing(Filesystem& fs, DirHandle& dir) {
-  auto items = fs.store->list(dir.inode->path_fd()->get());
-  if (!items) return items.error();
-  dir.items = std::move(*items);
+  auto listing = fs.store->list(dir.inode->path_fd()->get());
+  if (!listing) return listing.error();
+  dir.items = std::move(listing->items);
   return {};
 }
 

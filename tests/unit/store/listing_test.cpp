@@ -1,0 +1,108 @@
+// Store::list (issue 14): entries judged by verdicts kept by their stamps,
+// damage seen by a listing without a lookup, and the epoch that tells the
+// daemon when a copy of a listing (the kernel's) is stale.
+#include "core/store/listing.hpp"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "tests/support/store_fixture.hpp"
+
+namespace sealfs::test {
+namespace {
+
+void let_stamps_settle() { std::this_thread::sleep_for(std::chrono::milliseconds(1100)); }
+
+class ListingTest : public StoreTest {
+ public:
+  Listing list(std::string_view rel) {
+    UniqueFd d = dir(rel);
+    auto listing = store().list(d.get());
+    EXPECT_TRUE(listing.ok()) << (listing.ok() ? "" : listing.error().message);
+    return listing ? std::move(*listing) : Listing{};
+  }
+};
+
+TEST_F(ListingTest, AListedFileThatShrankIsNoticedByTheListingItself) {
+  publish_entry("k", {{"kernel_lib.so", "0123456789abcdef"}, {"params.pkl", "p"}});
+  publish_entry("other", {{"kernel_lib.so", "fedcba9876543210"}});
+  ASSERT_TRUE(visible("c/k"));  // hashed: a verdict that a listing may reuse
+  let_stamps_settle();
+  EXPECT_EQ(listed("c"), (std::set<std::string>{"k", "other"}));
+  ASSERT_EQ(::truncate(B("c/k/kernel_lib.so").c_str(), 3), 0);
+  EXPECT_EQ(listed("c"), (std::set<std::string>{"other"}));
+  EXPECT_EQ(listed("c/k"), (std::set<std::string>{}));  // a directory of an invalid entry shows nothing
+  EXPECT_EQ(quarantine_slots(), 0u);                    // listings never act on verdicts
+  EXPECT_EQ(lookup_errno("c/k"), ENOENT);               // the next lookup does
+  EXPECT_EQ(quarantine_slots(), 1u);
+}
+
+TEST_F(ListingTest, AnEntryHashedInvalidStaysOutOfListings) {
+  publish_entry("k", {{"kernel_lib.so", "0123456789abcdef"}});
+  write_file(B("c/k/kernel_lib.so"), std::string(16, '\0'));  // same size: only a hash can tell
+  EXPECT_EQ(listed("c"), (std::set<std::string>{"k"}));       // a listing never hashes (R8)
+  EXPECT_EQ(lookup_errno("c/k"), ENOENT);
+  EXPECT_EQ(listed("c"), (std::set<std::string>{}));
+}
+
+TEST_F(ListingTest, TheEpochChangesWithTheListingOnly) {
+  publish_entry("k", {{"a", "a"}});
+  const Listing first = list("c");
+  EXPECT_TRUE(first.settled);  // nothing listed before: no copy can be older
+  const Listing same = list("c");
+  EXPECT_EQ(same.epoch, first.epoch);
+  EXPECT_TRUE(same.settled);
+  publish_entry("l", {{"a", "a"}});
+  const Listing changed = list("c");
+  EXPECT_NE(changed.epoch, first.epoch);
+  EXPECT_FALSE(changed.settled);
+  EXPECT_EQ(changed.items.size(), 2u);
+  const Listing soon = list("c");
+  EXPECT_EQ(soon.epoch, changed.epoch);
+  EXPECT_FALSE(soon.settled);  // a second must pass after a change
+  let_stamps_settle();
+  const Listing later = list("c");
+  EXPECT_EQ(later.epoch, changed.epoch);
+  EXPECT_TRUE(later.settled);
+}
+
+TEST_F(ListingTest, AChangedVerdictChangesTheEpoch) {
+  publish_entry("k", {{"kernel_lib.so", "0123456789abcdef"}});
+  const Listing before = list("c");
+  ASSERT_EQ(before.items.size(), 1u);
+  ASSERT_EQ(::truncate(B("c/k/kernel_lib.so").c_str(), 1), 0);  // no name in c changes
+  const Listing after = list("c");
+  EXPECT_TRUE(after.items.empty());
+  EXPECT_NE(after.epoch, before.epoch);
+  EXPECT_FALSE(after.settled);
+}
+
+TEST(ListingMemoryTest, EpochsAreUniqueAcrossDirectoriesAndNeverReused) {
+  ListingMemory memory(2);
+  Listing a;
+  a.items = {DirItem{"x", 1, DT_REG}};
+  Listing b = a;
+  memory.note(1, 10, a);
+  memory.note(1, 11, b);
+  EXPECT_NE(a.epoch, b.epoch);
+  Listing c = a;
+  memory.note(1, 12, c);  // a third directory: one of the first two is forgotten
+  EXPECT_NE(c.epoch, a.epoch);
+  EXPECT_NE(c.epoch, b.epoch);
+  // The forgotten directory comes back with a new epoch, never an old one.
+  Listing again_a = a;
+  memory.note(1, 10, again_a);
+  EXPECT_GT(again_a.epoch, c.epoch);
+  EXPECT_TRUE(again_a.settled);
+  Listing again_c = c;
+  memory.note(1, 12, again_c);
+  EXPECT_EQ(again_c.epoch, c.epoch);  // still remembered, unchanged
+}
+
+}  // namespace
+}  // namespace sealfs::test
