@@ -1,7 +1,8 @@
 // What each directory's previous listing showed, so that a listing can say
-// whether it differs (Listing::epoch, Listing::settled). The daemon lets the
-// kernel keep a copy of a listing (FOPEN_CACHE_DIR) and drops that copy when
-// the listing changes: this is how it knows.
+// whether it differs (Listing::epoch, Listing::settled), and repeat it
+// without reading the directory when nothing it rests on changed. The
+// daemon lets the kernel keep a copy of a listing (FOPEN_CACHE_DIR) and
+// drops that copy when the listing changes: this is how it knows.
 #pragma once
 
 #include <sys/types.h>
@@ -10,13 +11,29 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "core/store/store.hpp"
+#include "core/verify/entry.hpp"
+#include "core/verify/verifier.hpp"
 
 namespace sealfs {
+
+// What a listing of a directory inside an entry rests on, when that is all
+// it rests on (no subdirectory, nothing in progress): the directory's own
+// stamp (its names and the objects under them), where it is, and the
+// enclosing entry's verdict (its manifest says which files are listed).
+struct ListingBasis {
+  Stamp dir;
+  std::string rel;
+  std::shared_ptr<const EntryVerdict> entry;
+  bool same_as(const ListingBasis& o) const { return dir == o.dir && rel == o.rel && entry == o.entry; }
+};
 
 class ListingMemory {
  public:
@@ -29,15 +46,23 @@ class ListingMemory {
 
   // Records listing.items as what directory (dev, ino) shows now and sets
   // listing.epoch and listing.settled. A directory seen for the first time
-  // is settled: there is no earlier listing that a copy could hold.
-  void note(dev_t dev, ino_t ino, Listing& listing);
+  // is settled: there is no earlier listing that a copy could hold. basis:
+  // what the items rest on, when repeat() may answer from them.
+  void note(dev_t dev, ino_t ino, Listing& listing, std::optional<ListingBasis> basis = std::nullopt);
+  // The previous listing of (dev, ino) into listing, when it rests on the
+  // same basis and the directory's stamp is settled (R8's one second: a
+  // name changed within the same timestamp tick leaves the stamp as it was).
+  bool repeat(dev_t dev, ino_t ino, const ListingBasis& now, Listing& listing);
 
  private:
   struct Seen {
     std::vector<DirItem> items;
     std::uint64_t epoch = 0;
     std::chrono::steady_clock::time_point changed{};  // when the items last differed
+    std::optional<ListingBasis> basis;
   };
+  void settle(const Seen& seen, Listing& listing) const;
+
   std::size_t max_dirs_;
   std::mutex mu_;
   std::uint64_t last_epoch_ = 0;  // guarded by mu_

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
 
 #include "core/store/impl.hpp"
 #include "core/store/publish.hpp"
@@ -73,6 +74,25 @@ Result<Found> lookup_at(Store::Impl& s, int dir_fd, std::string_view name, Verif
     s.metrics.hidden.fetch_add(1, std::memory_order_relaxed);
     return hidden_error(name);
   }
+}
+
+// The children of ctx's directory dir_fd that lookup would show, judged at
+// stat level (Store::list). basis is dropped when what they show rests on
+// more than it holds: a subdirectory (it may hold an entry of its own), a
+// file in progress, a name that could not be judged.
+Result<std::vector<DirItem>> visible_children(Store::Impl& s, const DirContext& ctx, int dir_fd,
+                                              const EntryVerdict* entry, std::optional<ListingBasis>& basis) {
+  auto children = read_dir(dir_fd);
+  if (!children) return children.error();
+  std::vector<DirItem> out;
+  for (const auto& c : *children) {
+    if (is_reserved_name(c.name)) continue;
+    auto j = s.judge.judge(ctx, dir_fd, c.name, VerifyDepth::stat_only, entry);
+    if (!j || S_ISDIR(j->st.st_mode) || j->kind == ObjectKind::in_progress) basis.reset();
+    if (!j || j->verdict != Verdict::visible) continue;
+    out.push_back(DirItem{c.name, j->st.st_ino, dt_of(j->st.st_mode)});
+  }
+  return out;
 }
 
 // path_fd's object was replaced or unlinked since its lookup. A native
@@ -225,19 +245,17 @@ Result<Listing> Store::list(int dir_fd) {
   // The enclosing entry is checked once here, not once per name.
   std::shared_ptr<const EntryVerdict> entry;
   if (ctx->entry) entry = s.entries.check(dir_entry_location(*ctx->entry), VerifyDepth::stat_only);
+  std::optional<ListingBasis> basis;
+  if (entry && entry->valid) basis = ListingBasis{Stamp::of(ctx->st), ctx->rel, entry};
+  if (basis && s.listings.repeat(ctx->st.st_dev, ctx->st.st_ino, *basis, out)) return out;
   // A directory of an entry known (or seen at stat level) to be invalid
   // shows nothing; the next lookup quarantines the entry.
   if (!entry || entry->valid) {
-    auto children = read_dir(dir_fd);
-    if (!children) return children.error();
-    for (const auto& c : *children) {
-      if (is_reserved_name(c.name)) continue;
-      auto j = s.judge.judge(*ctx, dir_fd, c.name, VerifyDepth::stat_only, entry.get());
-      if (!j || j->verdict != Verdict::visible) continue;
-      out.items.push_back(DirItem{c.name, j->st.st_ino, dt_of(j->st.st_mode)});
-    }
+    auto items = visible_children(s, *ctx, dir_fd, entry.get(), basis);
+    if (!items) return items.error();
+    out.items = std::move(*items);
   }
-  s.listings.note(ctx->st.st_dev, ctx->st.st_ino, out);
+  s.listings.note(ctx->st.st_dev, ctx->st.st_ino, out, std::move(basis));
   return out;
 }
 

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <ctime>
+#include <memory>
 #include <thread>
 
 #include "tests/support/store_fixture.hpp"
@@ -80,6 +82,58 @@ TEST_F(ListingTest, AChangedVerdictChangesTheEpoch) {
   EXPECT_TRUE(after.items.empty());
   EXPECT_NE(after.epoch, before.epoch);
   EXPECT_FALSE(after.settled);
+}
+
+// A directory inside an entry is listed again from what the previous listing
+// saw while its own stamp and the entry's verdict stand; each of them
+// changing is seen.
+TEST_F(ListingTest, ARepeatedListingInsideAnEntrySeesEveryChange) {
+  publish_entry("k", {{"kernel_lib.so", "0123456789abcdef"}, {"params.pkl", "p"}, {"b.src", "b"}});
+  ASSERT_TRUE(visible("c/k"));
+  let_stamps_settle();
+  const Listing first = list("c/k");
+  EXPECT_EQ(first.items.size(), 3u);
+  EXPECT_EQ(list("c/k").items, first.items);  // repeated
+  UniqueFd k = dir("c/k");
+  ASSERT_TRUE(store().unlink(k.get(), "b.src").ok());  // the manifest first, then the name
+  EXPECT_EQ(listed("c/k"), (std::set<std::string>{"kernel_lib.so", "params.pkl"}));
+  write_file(B("c/k/extra"), "not listed");  // a name behind the store's back: hidden (R2)
+  EXPECT_EQ(listed("c/k"), (std::set<std::string>{"kernel_lib.so", "params.pkl"}));
+  let_stamps_settle();
+  EXPECT_EQ(listed("c/k"), (std::set<std::string>{"kernel_lib.so", "params.pkl"}));
+  ASSERT_EQ(::truncate(B("c/k/params.pkl").c_str(), 0), 0);  // no name changes: the verdict does
+  EXPECT_EQ(listed("c/k"), (std::set<std::string>{}));
+}
+
+TEST(ListingMemoryTest, RepeatsOnlyOnTheSameSettledBasis) {
+  ListingMemory memory;
+  auto verdict = std::make_shared<const EntryVerdict>();
+  ListingBasis basis{Stamp{}, "c/k", verdict};
+  basis.dir.ctime.tv_sec = 1;  // long settled
+  Listing seen;
+  seen.items = {DirItem{"x", 1, DT_REG}};
+  memory.note(1, 10, seen, basis);
+  Listing again;
+  ASSERT_TRUE(memory.repeat(1, 10, basis, again));
+  EXPECT_EQ(again.items, seen.items);
+  EXPECT_EQ(again.epoch, seen.epoch);
+  ListingBasis other = basis;
+  other.dir.mtime.tv_nsec = 1;  // a name changed in the directory
+  EXPECT_FALSE(memory.repeat(1, 10, other, again));
+  other = basis;
+  other.entry = std::make_shared<const EntryVerdict>();  // the entry was checked again
+  EXPECT_FALSE(memory.repeat(1, 10, other, again));
+  other = basis;
+  other.rel = "d/k";  // moved
+  EXPECT_FALSE(memory.repeat(1, 10, other, again));
+  other = basis;
+  struct timespec now {};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  other.dir.ctime = now;  // changed within the last second: the stamp may hide another change
+  memory.note(1, 10, seen, other);
+  EXPECT_FALSE(memory.repeat(1, 10, other, again));
+  memory.note(1, 10, seen);  // no basis: always listed anew
+  EXPECT_FALSE(memory.repeat(1, 10, basis, again));
 }
 
 TEST(ListingMemoryTest, EpochsAreUniqueAcrossDirectoriesAndNeverReused) {
