@@ -37,4 +37,11 @@ bool ListingMemory::repeat(dev_t dev, ino_t ino, const ListingBasis& now, Listin
   return true;
 }
 
+std::optional<std::string> ListingMemory::entry_root_at(dev_t dev, ino_t ino) {
+  std::lock_guard lock(mu_);
+  auto it = seen_.find({dev, ino});
+  if (it == seen_.end() || !it->second.basis || !it->second.basis->entry_root) return std::nullopt;
+  return it->second.basis->rel;
+}
+
 }  // namespace sealfs

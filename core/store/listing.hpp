@@ -32,7 +32,10 @@ struct ListingBasis {
   Stamp dir;
   std::string rel;
   std::shared_ptr<const EntryVerdict> entry;
-  bool same_as(const ListingBasis& o) const { return dir == o.dir && rel == o.rel && entry == o.entry; }
+  bool entry_root = false;  // the directory is the entry's root (its manifest is the directory's own)
+  bool same_as(const ListingBasis& o) const {
+    return dir == o.dir && rel == o.rel && entry == o.entry && entry_root == o.entry_root;
+  }
 };
 
 class ListingMemory {
@@ -53,6 +56,10 @@ class ListingMemory {
   // same basis and the directory's stamp is settled (R8's one second: a
   // name changed within the same timestamp tick leaves the stamp as it was).
   bool repeat(dev_t dev, ino_t ino, const ListingBasis& now, Listing& listing);
+  // Where the previous listing of an entry's root (dev, ino) found it, if
+  // it may be repeated: the basis of a repeat that needs no walk from the
+  // root to find the entry (the directory is its own entry).
+  std::optional<std::string> entry_root_at(dev_t dev, ino_t ino);
 
  private:
   struct Seen {

@@ -76,6 +76,26 @@ Result<Found> lookup_at(Store::Impl& s, int dir_fd, std::string_view name, Verif
   }
 }
 
+// Store::list of an entry's root listed before, repeated without the walk
+// from the root that finding its context takes (a directory holding a
+// valid manifest is its own entry, wherever it is, unless it lies in a
+// volatile area): the directory is where it was, its stamp is unchanged
+// and its verdict is the one the listing rested on (ListingMemory::repeat).
+std::optional<Listing> repeat_entry_root(Store::Impl& s, int dir_fd) {
+  auto st = stat_fd(dir_fd);
+  if (!st) return std::nullopt;
+  auto was_at = s.listings.entry_root_at(st->st_dev, st->st_ino);
+  if (!was_at) return std::nullopt;
+  auto rel = s.places.rel_of(dir_fd);
+  if (!rel || *rel != *was_at || s.profile.is_volatile(*rel)) return std::nullopt;
+  auto entry = s.entries.check(dir_entry_location(dir_fd, *st, *rel), VerifyDepth::stat_only);
+  if (!entry->valid) return std::nullopt;
+  Listing out;
+  if (!s.listings.repeat(st->st_dev, st->st_ino, ListingBasis{Stamp::of(*st), *rel, entry, true}, out))
+    return std::nullopt;
+  return out;
+}
+
 // The children of ctx's directory dir_fd that lookup would show, judged at
 // stat level (Store::list). basis is dropped when what they show rests on
 // more than it holds: a subdirectory (it may hold an entry of its own), a
@@ -239,6 +259,7 @@ Result<Found> Store::lookup_verified(int dir_fd, std::string_view name) {
 
 Result<Listing> Store::list(int dir_fd) {
   Impl& s = *impl_;
+  if (auto again = repeat_entry_root(s, dir_fd)) return std::move(*again);
   auto ctx = s.places.context_of(dir_fd);
   if (!ctx) return make_error(ctx.code() == ESTALE ? ENOENT : ctx.code(), ctx.error().message);
   Listing out;
@@ -246,7 +267,7 @@ Result<Listing> Store::list(int dir_fd) {
   std::shared_ptr<const EntryVerdict> entry;
   if (ctx->entry) entry = s.entries.check(dir_entry_location(*ctx->entry), VerifyDepth::stat_only);
   std::optional<ListingBasis> basis;
-  if (entry && entry->valid) basis = ListingBasis{Stamp::of(ctx->st), ctx->rel, entry};
+  if (entry && entry->valid) basis = ListingBasis{Stamp::of(ctx->st), ctx->rel, entry, ctx->sub.empty()};
   if (basis && s.listings.repeat(ctx->st.st_dev, ctx->st.st_ino, *basis, out)) return out;
   // A directory of an entry known (or seen at stat level) to be invalid
   // shows nothing; the next lookup quarantines the entry.

@@ -105,6 +105,24 @@ TEST_F(ListingTest, ARepeatedListingInsideAnEntrySeesEveryChange) {
   EXPECT_EQ(listed("c/k"), (std::set<std::string>{}));
 }
 
+// An entry's root is repeated without finding its context again; when its
+// parent moves behind the store's back (here into a volatile area, where
+// everything is shown) its own stamp stays as it was, and it is listed anew.
+TEST_F(ListingTest, AnEntryRootMovedBehindTheStoreIsListedAnew) {
+  publish_entry("k", {{"kernel_lib.so", "0123456789abcdef"}});
+  write_file(B("c/k/unlisted"), "hidden in an entry");
+  let_stamps_settle();
+  EXPECT_EQ(listed("c/k"), (std::set<std::string>{"kernel_lib.so"}));
+  EXPECT_EQ(listed("c/k"), (std::set<std::string>{"kernel_lib.so"}));
+  UniqueFd k = dir("c/k");  // the same directory, wherever it goes
+  ASSERT_EQ(::rename(B("c").c_str(), B("tmp/c").c_str()), 0);
+  auto moved = store().list(k.get());
+  ASSERT_TRUE(moved.ok()) << moved.error().message;
+  std::set<std::string> names;
+  for (const auto& item : moved->items) names.insert(item.name);
+  EXPECT_EQ(names, (std::set<std::string>{"kernel_lib.so", "unlisted"}));
+}
+
 TEST(ListingMemoryTest, RepeatsOnlyOnTheSameSettledBasis) {
   ListingMemory memory;
   auto verdict = std::make_shared<const EntryVerdict>();
