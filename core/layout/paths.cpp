@@ -224,7 +224,7 @@ Result<std::vector<DirChild>> read_dir(int dir_fd) {
   if (!fd) return fd.error();
   // getdents64 itself: a DIR stream costs an fstat and two fcntls more per
   // listing, and every opendir through the mount lists its directory.
-  std::vector<char> buf(32 * 1024);
+  std::vector<char> buf(std::size_t{32} * 1024);
   std::vector<DirChild> out;
   for (;;) {
     const ssize_t n = ::getdents64(fd->get(), buf.data(), buf.size());
