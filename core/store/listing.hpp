@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/base/digest.hpp"
 #include "core/store/store.hpp"
 #include "core/verify/entry.hpp"
 #include "core/verify/verifier.hpp"
@@ -33,9 +34,6 @@ struct ListingBasis {
   std::string rel;
   std::shared_ptr<const EntryVerdict> entry;
   bool entry_root = false;  // the directory is the entry's root (its manifest is the directory's own)
-  bool same_as(const ListingBasis& o) const {
-    return dir == o.dir && rel == o.rel && entry == o.entry && entry_root == o.entry_root;
-  }
 };
 
 class ListingMemory {
@@ -43,8 +41,10 @@ class ListingMemory {
   // How long a listing must stay the same after a change to be settled.
   static constexpr std::chrono::seconds kSettle{1};
 
-  // max_dirs bounds the directories remembered (each costs its items): a
-  // directory forgotten gets a new epoch at its next listing.
+  // max_dirs bounds the directories remembered (each costs a digest of its
+  // items, and the items themselves where a basis is kept: a few hundred
+  // bytes for an entry): a directory forgotten gets a new epoch at its next
+  // listing.
   explicit ListingMemory(std::size_t max_dirs = 1u << 14) : max_dirs_(max_dirs == 0 ? 1 : max_dirs) {}
 
   // Records listing.items as what directory (dev, ino) shows now and sets
@@ -62,11 +62,22 @@ class ListingMemory {
   std::optional<std::string> entry_root_at(dev_t dev, ino_t ino);
 
  private:
+  // A basis as kept: the verdict is held weakly, so that the memory of a
+  // listing never keeps a verdict (and its manifest) that the verifier let
+  // go of; an expired one is no basis.
+  struct KeptBasis {
+    Stamp dir;
+    std::string rel;
+    std::weak_ptr<const EntryVerdict> entry;
+    bool entry_root = false;
+    bool holds(const ListingBasis& now) const;
+  };
   struct Seen {
-    std::vector<DirItem> items;
+    Sha256 digest{};  // of the items: what tells a change
     std::uint64_t epoch = 0;
     std::chrono::steady_clock::time_point changed{};  // when the items last differed
-    std::optional<ListingBasis> basis;
+    std::optional<KeptBasis> basis;
+    std::vector<DirItem> items;  // kept with a basis only (repeat() answers with them)
   };
   void settle(const Seen& seen, Listing& listing) const;
 

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <ctime>
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "tests/support/store_fixture.hpp"
@@ -152,6 +154,25 @@ TEST(ListingMemoryTest, RepeatsOnlyOnTheSameSettledBasis) {
   EXPECT_FALSE(memory.repeat(1, 10, other, again));
   memory.note(1, 10, seen);  // no basis: always listed anew
   EXPECT_FALSE(memory.repeat(1, 10, basis, again));
+}
+
+// The memory of a listing holds its entry's verdict weakly: once the
+// verifier lets go of it, a verdict made later (perhaps at the same address)
+// is never taken for it.
+TEST(ListingMemoryTest, AVerdictLetGoOfIsNoBasis) {
+  ListingMemory memory;
+  ListingBasis basis{Stamp{}, "c/k", std::make_shared<const EntryVerdict>(), true};
+  basis.dir.ctime.tv_sec = 1;
+  Listing seen;
+  seen.items = {DirItem{"x", 1, DT_REG}};
+  memory.note(1, 10, seen, basis);
+  EXPECT_EQ(memory.entry_root_at(1, 10), std::optional<std::string>("c/k"));
+  basis.entry.reset();  // the verifier's copy was the last
+  for (int i = 0; i < 16; ++i) {
+    basis.entry = std::make_shared<const EntryVerdict>();
+    Listing again;
+    EXPECT_FALSE(memory.repeat(1, 10, basis, again));
+  }
 }
 
 TEST(ListingMemoryTest, EpochsAreUniqueAcrossDirectoriesAndNeverReused) {
