@@ -6,6 +6,7 @@
 //   Judge         the visibility verdict on a name (no side effects)
 //   Consequences  what follows from a verdict: quarantine, invalidation
 //   Records       file records and manifest edits (and the seal of one file)
+//   ListingMemory what each directory's previous listing showed
 //
 // Locks (none is ever held while on_invalidate runs, and none while hashing
 // files that the locked data does not cover):
@@ -14,6 +15,7 @@
 //   - Quarantine::mu_           quarantine slots and bounds
 //   - Records::manifest_lock    one stripe per directory holding a manifest
 //                               (records.hpp)
+//   - ListingMemory::mu_        the previous listings
 #pragma once
 
 #include <sys/stat.h>
@@ -23,6 +25,7 @@
 
 #include "core/store/consequences.hpp"
 #include "core/store/judge.hpp"
+#include "core/store/listing.hpp"
 #include "core/store/place.hpp"
 #include "core/store/policy.hpp"
 #include "core/store/quarantine.hpp"
@@ -51,6 +54,7 @@ struct Store::Impl {
   Judge judge;
   Consequences consequences;
   Records records;
+  ListingMemory listings;
 };
 
 // Transactions with crash steps hold their invalidations until they end

@@ -41,8 +41,8 @@ void note_manifest(Judgement& j, EntryLocation where, std::string key, const Ent
 
 }  // namespace
 
-Result<Judgement> Judge::judge(const DirContext& ctx, int dir_fd, std::string_view name,
-                               VerifyDepth depth) const {
+Result<Judgement> Judge::judge(const DirContext& ctx, int dir_fd, std::string_view name, VerifyDepth depth,
+                               const EntryVerdict* entry_verdict) const {
   Judgement j;
   auto st = stat_at(dir_fd, name);
   if (!st) {
@@ -54,7 +54,7 @@ Result<Judgement> Judge::judge(const DirContext& ctx, int dir_fd, std::string_vi
   const mode_t type = st->st_mode & S_IFMT;
   if (profile_.is_volatile(ctx.child_rel(name))) return shown(std::move(j), ObjectKind::volatile_obj);
   if (is_special_file(type)) return shown(std::move(j), ObjectKind::special);
-  if (ctx.entry) return judge_in_entry(ctx, dir_fd, name, std::move(j), depth);
+  if (ctx.entry) return judge_in_entry(ctx, dir_fd, name, std::move(j), depth, entry_verdict);
   if (type == S_IFDIR) return judge_dir(ctx, dir_fd, name, std::move(j), depth);
   if (type == S_IFREG || type == S_IFLNK) return judge_file_entry(ctx, dir_fd, name, std::move(j), depth);
   return hidden(std::move(j), "unknown file type");
@@ -69,7 +69,9 @@ Result<Judgement> Judge::judge_dir(const DirContext& ctx, int dir_fd, std::strin
   auto m = stat_at(child->get(), kDirManifest);
   if (!m || !S_ISREG(m->st_mode))
     return shown(std::move(j), ctx.entry ? ObjectKind::dir_in_entry : ObjectKind::container);
-  auto v = entries_.check(dir_entry_location(child->get(), j.st, ctx.child_rel(name)), depth);
+  const Stamp manifest_now = Stamp::of(*m);
+  auto v =
+      entries_.check(dir_entry_location(child->get(), j.st, ctx.child_rel(name)), depth, {}, &manifest_now);
   if (v->unknown) return make_error(EAGAIN, std::string(name) + ": not verified yet");
   if (v->error) return make_error(v->error, std::string(name) + ": " + v->reason);
   if (v->valid) return shown(std::move(j), ObjectKind::entry_root);
@@ -78,10 +80,12 @@ Result<Judgement> Judge::judge_dir(const DirContext& ctx, int dir_fd, std::strin
 
 // Inside a directory entry: the entry must verify, and a file must be listed.
 Result<Judgement> Judge::judge_in_entry(const DirContext& ctx, int dir_fd, std::string_view name, Judgement j,
-                                        VerifyDepth depth) const {
+                                        VerifyDepth depth, const EntryVerdict* known) const {
   const mode_t type = j.st.st_mode & S_IFMT;
   auto where = dir_entry_location(*ctx.entry);
-  auto v = entries_.check(where, depth);
+  std::shared_ptr<const EntryVerdict> checked;
+  if (known == nullptr) checked = entries_.check(where, depth);
+  const EntryVerdict* v = known != nullptr ? known : checked.get();
   if (v->unknown) return make_error(EAGAIN, std::string(name) + ": entry not verified yet");
   // Written through M right now: visible whatever a check of it says (R4).
   if (v->error && type == S_IFREG && policy_.in_progress(j.st))

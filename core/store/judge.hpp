@@ -59,8 +59,11 @@ class Judge {
 
   // The verdict on ctx's directory dir_fd / name, verifying as deep as depth
   // allows (EAGAIN when cached_only finds no fresh verdict). Errors that are
-  // no verdict (EMFILE, EIO…) come back as errors (R2).
-  Result<Judgement> judge(const DirContext& ctx, int dir_fd, std::string_view name, VerifyDepth depth) const;
+  // no verdict (EMFILE, EIO…) come back as errors (R2). entry_verdict: the
+  // enclosing entry's verdict at this depth when the caller already has it
+  // (a listing checks the entry once, not once per name).
+  Result<Judgement> judge(const DirContext& ctx, int dir_fd, std::string_view name, VerifyDepth depth,
+                          const EntryVerdict* entry_verdict = nullptr) const;
   // judge(), again while the answer is "invalid" only because the object
   // changed while it was judged (a concurrent publish); bounded retries.
   Result<Judgement> judge_settled(const DirContext& ctx, int dir_fd, std::string_view name,
@@ -70,7 +73,7 @@ class Judge {
   Result<Judgement> judge_dir(const DirContext& ctx, int dir_fd, std::string_view name, Judgement j,
                               VerifyDepth depth) const;
   Result<Judgement> judge_in_entry(const DirContext& ctx, int dir_fd, std::string_view name, Judgement j,
-                                   VerifyDepth depth) const;
+                                   VerifyDepth depth, const EntryVerdict* known) const;
   Result<Judgement> judge_file_entry(const DirContext& ctx, int dir_fd, std::string_view name, Judgement j,
                                      VerifyDepth depth) const;
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
 
 #include "core/store/impl.hpp"
 #include "core/store/publish.hpp"
@@ -73,6 +74,45 @@ Result<Found> lookup_at(Store::Impl& s, int dir_fd, std::string_view name, Verif
     s.metrics.hidden.fetch_add(1, std::memory_order_relaxed);
     return hidden_error(name);
   }
+}
+
+// Store::list of an entry's root listed before, repeated without the walk
+// from the root that finding its context takes (a directory holding a
+// valid manifest is its own entry, wherever it is, unless it lies in a
+// volatile area): the directory is where it was, its stamp is unchanged
+// and its verdict is the one the listing rested on (ListingMemory::repeat).
+std::optional<Listing> repeat_entry_root(Store::Impl& s, int dir_fd) {
+  auto st = stat_fd(dir_fd);
+  if (!st) return std::nullopt;
+  auto was_at = s.listings.entry_root_at(st->st_dev, st->st_ino);
+  if (!was_at) return std::nullopt;
+  auto rel = s.places.rel_of(dir_fd);
+  if (!rel || *rel != *was_at || s.profile.is_volatile(*rel)) return std::nullopt;
+  auto entry = s.entries.check(dir_entry_location(dir_fd, *st, *rel), VerifyDepth::stat_only);
+  if (!entry->valid) return std::nullopt;
+  Listing out;
+  if (!s.listings.repeat(st->st_dev, st->st_ino, ListingBasis{Stamp::of(*st), *rel, entry, true}, out))
+    return std::nullopt;
+  return out;
+}
+
+// The children of ctx's directory dir_fd that lookup would show, judged at
+// stat level (Store::list). basis is dropped when what they show rests on
+// more than it holds: a subdirectory (it may hold an entry of its own), a
+// file in progress, a name that could not be judged.
+Result<std::vector<DirItem>> visible_children(Store::Impl& s, const DirContext& ctx, int dir_fd,
+                                              const EntryVerdict* entry, std::optional<ListingBasis>& basis) {
+  auto children = read_dir(dir_fd);
+  if (!children) return children.error();
+  std::vector<DirItem> out;
+  for (const auto& c : *children) {
+    if (is_reserved_name(c.name)) continue;
+    auto j = s.judge.judge(ctx, dir_fd, c.name, VerifyDepth::stat_only, entry);
+    if (!j || S_ISDIR(j->st.st_mode) || j->kind == ObjectKind::in_progress) basis.reset();
+    if (!j || j->verdict != Verdict::visible) continue;
+    out.push_back(DirItem{c.name, j->st.st_ino, dt_of(j->st.st_mode)});
+  }
+  return out;
 }
 
 // path_fd's object was replaced or unlinked since its lookup. A native
@@ -217,25 +257,26 @@ Result<Found> Store::lookup_verified(int dir_fd, std::string_view name) {
   return lookup_at(*impl_, dir_fd, name, VerifyDepth::cached_only);
 }
 
-Result<std::vector<DirItem>> Store::list(int dir_fd) {
+Result<Listing> Store::list(int dir_fd) {
   Impl& s = *impl_;
+  if (auto again = repeat_entry_root(s, dir_fd)) return std::move(*again);
   auto ctx = s.places.context_of(dir_fd);
   if (!ctx) return make_error(ctx.code() == ESTALE ? ENOENT : ctx.code(), ctx.error().message);
-  std::vector<DirItem> out;
-  if (ctx->entry) {
-    // A directory of an entry known (or seen at stat level) to be invalid
-    // shows nothing; the next lookup quarantines the entry.
-    auto v = s.entries.check(dir_entry_location(*ctx->entry), VerifyDepth::stat_only);
-    if (!v->valid) return out;
+  Listing out;
+  // The enclosing entry is checked once here, not once per name.
+  std::shared_ptr<const EntryVerdict> entry;
+  if (ctx->entry) entry = s.entries.check(dir_entry_location(*ctx->entry), VerifyDepth::stat_only);
+  std::optional<ListingBasis> basis;
+  if (entry && entry->valid) basis = ListingBasis{Stamp::of(ctx->st), ctx->rel, entry, ctx->sub.empty()};
+  if (basis && s.listings.repeat(ctx->st.st_dev, ctx->st.st_ino, *basis, out)) return out;
+  // A directory of an entry known (or seen at stat level) to be invalid
+  // shows nothing; the next lookup quarantines the entry.
+  if (!entry || entry->valid) {
+    auto items = visible_children(s, *ctx, dir_fd, entry.get(), basis);
+    if (!items) return items.error();
+    out.items = std::move(*items);
   }
-  auto children = read_dir(dir_fd);
-  if (!children) return children.error();
-  for (const auto& c : *children) {
-    if (is_reserved_name(c.name)) continue;
-    auto j = s.judge.judge(*ctx, dir_fd, c.name, VerifyDepth::stat_only);
-    if (!j || j->verdict != Verdict::visible) continue;
-    out.push_back(DirItem{c.name, j->st.st_ino, dt_of(j->st.st_mode)});
-  }
+  s.listings.note(ctx->st.st_dev, ctx->st.st_ino, out, std::move(basis));
   return out;
 }
 

@@ -56,6 +56,21 @@ struct DirItem {
   std::string name;
   ino_t ino = 0;
   unsigned char type = 0;  // DT_* value
+  bool operator==(const DirItem&) const = default;
+};
+
+// What a directory shows (Store::list), and whether a copy of an earlier
+// listing (the kernel's, FOPEN_CACHE_DIR) is still right.
+struct Listing {
+  std::vector<DirItem> items;
+  // Changes whenever the directory's listing differs from its previous one;
+  // unique across directories and never reused, so a copy kept for one
+  // epoch is known stale in any other.
+  std::uint64_t epoch = 0;
+  // The same as the previous listing, which has not changed for a second: a
+  // copy filled while it changed may be older than the change that was
+  // noticed, so none is trusted in that second.
+  bool settled = false;
 };
 
 // Something the kernel may hold in its caches and must forget: sent when the
@@ -136,8 +151,9 @@ class Store {
   Result<Found> root();
   // Children of a visible directory that lookup would show, without hashing
   // (R8): reserved names, foreign files, unlisted entry files and entries
-  // known to be invalid are left out.
-  Result<std::vector<DirItem>> list(int dir_fd);
+  // known to be invalid are left out. Entries are judged at stat level now
+  // or by a verdict whose stamps B still holds (VerifyDepth::stat_only).
+  Result<Listing> list(int dir_fd);
   // Whether the object behind path_fd lies in a volatile area now (where it
   // is, not where it was looked up: the kernel keeps names across renames).
   // ESTALE when deleted, ENOENT when no longer below the root.

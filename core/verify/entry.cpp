@@ -137,6 +137,20 @@ bool is_damage_evidence(int code) {
          code == EPERM;
 }
 
+Result<Stamp> listed_stamp(int base_fd, const std::string& path) {
+  auto [parent_rel, leaf] = split_parent(path);
+  if (parent_rel.empty()) {
+    auto st = stat_at(base_fd, leaf);
+    if (!st) return st.error();
+    return Stamp::of(*st);
+  }
+  auto parent = open_beneath(base_fd, parent_rel, O_PATH | O_DIRECTORY);
+  if (!parent) return parent.error();
+  auto st = stat_at(parent->get(), leaf);
+  if (!st) return st.error();
+  return Stamp::of(*st);
+}
+
 Status check_listed_file(Verifier& verifier, int base_fd, const std::string& path, const FileRecord& record,
                          const FileRecord* alternative, bool hash, bool force, Stamp* seen) {
   auto [parent_rel, leaf] = split_parent(path);
@@ -216,21 +230,12 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::cached(const EntryLocation& w
 }
 
 std::shared_ptr<const EntryVerdict> EntryVerifier::check(const EntryLocation& where, VerifyDepth depth,
-                                                         const ForceHash& force) {
-  const auto now = std::chrono::steady_clock::now();
+                                                         const ForceHash& force, const Stamp* manifest_now) {
   if (depth != VerifyDepth::fresh && !force.any()) {
-    // One stat of the manifest serves both maps.
-    if (auto stamp = manifest_stamp_at(where.base_fd, where.manifest_name)) {
-      if (auto c = find(verdicts_, where, *stamp)) {
-        if (depth == VerifyDepth::stat_only) return c;
-        if (now - c->checked < ttl_) return c;
-      }
-      // A listing trusts a stat-level verdict for the TTL as a lookup trusts
-      // a hashed one: listing a large directory again costs a stat per name,
-      // not a manifest parse and a stat per listed file.
-      if (depth == VerifyDepth::stat_only) {
-        if (auto c = find(stat_verdicts_, where, *stamp); c && now - c->checked < ttl_) return c;
-      }
+    Result<Stamp> stamp = manifest_now != nullptr ? Result<Stamp>(*manifest_now)
+                                                  : manifest_stamp_at(where.base_fd, where.manifest_name);
+    if (stamp) {
+      if (auto c = reusable(where, depth, *stamp)) return c;
     }
   }
   if (depth == VerifyDepth::cached_only) {
@@ -246,6 +251,34 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::check(const EntryLocation& wh
   if (verdict->manifest && !verdict->transient && !verdict->amending)
     keep(verdict->hashed ? verdicts_ : stat_verdicts_, where, verdict);
   return verdict;
+}
+
+std::shared_ptr<const EntryVerdict> EntryVerifier::reusable(const EntryLocation& where, VerifyDepth depth,
+                                                            const Stamp& manifest_stamp) {
+  const bool listing = depth == VerifyDepth::stat_only;
+  if (auto c = find(verdicts_, where, manifest_stamp)) {
+    // A lookup trusts a hashed verdict for the TTL without a look at the
+    // files (R9); a listing, and a lookup after the TTL, compare stamps.
+    if (!listing && std::chrono::steady_clock::now() - c->checked < ttl_) return c;
+    if (still_holds(where, *c, listing)) return c;
+  }
+  if (!listing) return nullptr;
+  auto c = find(stat_verdicts_, where, manifest_stamp);
+  return c && still_holds(where, *c, listing) ? c : nullptr;
+}
+
+bool EntryVerifier::still_holds(const EntryLocation& where, const EntryVerdict& v, bool listing) const {
+  // Every listed file must have been seen: a check that stopped early says
+  // nothing about the files after the one that failed.
+  if (!v.manifest || v.file_stamps.size() != v.manifest->files.size()) return false;
+  const bool need_settled = v.valid || !listing;
+  if (need_settled && v.manifest_stamp.too_recent()) return false;
+  for (const auto& [path, seen] : v.file_stamps) {
+    if (need_settled && seen.too_recent()) return false;
+    auto now = listed_stamp(where.base_fd, path);
+    if (!now || !(*now == seen)) return false;
+  }
+  return true;
 }
 
 bool EntryVerifier::listed_file_in_progress(int base_fd, const std::string& path) const {

@@ -68,10 +68,16 @@ struct ForceHash {
   bool covers(std::string_view p) const { return all || (!path.empty() && path == p); }
 };
 
+// How a check may use what was cached. A verdict records the stamps it saw
+// (the manifest's and every listed file's); one whose stamps B still holds
+// is what verifying again would find (R8), so it answers without a manifest
+// parse or a hash. A valid verdict answers that way only once its stamps are
+// settled (Stamp::too_recent); an invalid one keeps a listing hidden while
+// its stamps stand, however recent. A changed stamp always means a new check.
 enum class VerifyDepth {
-  stat_only,    // readdir: never hash; use a cached verdict or check types and sizes only
-  cached_only,  // readdirplus: a hashed verdict younger than the TTL, else unknown (never hashes)
-  cached,       // lookup: a verdict younger than the TTL is trusted
+  stat_only,    // readdir: never hash; a verdict whose stamps hold, or types and sizes checked now
+  cached_only,  // readdirplus: a hashed verdict younger than the TTL or whose stamps hold, else unknown
+  cached,       // lookup: a hashed verdict younger than the TTL (R9) or whose stamps hold
   fresh,        // re-verify now (stamps re-checked; only changed files are hashed again)
 };
 
@@ -87,9 +93,10 @@ class EntryVerifier {
                 const Profile* profile = nullptr);
 
   // force: the files hashed regardless of the stamp cache (verify=always on
-  // open: one path; fsck: every file).
+  // open: one path; fsck: every file). manifest_now: the manifest's stamp
+  // when the caller has just taken it (saves a stat).
   std::shared_ptr<const EntryVerdict> check(const EntryLocation& where, VerifyDepth depth,
-                                            const ForceHash& force = {});
+                                            const ForceHash& force = {}, const Stamp* manifest_now = nullptr);
   // The cached verdict, whatever its age, if the manifest is unchanged.
   std::shared_ptr<const EntryVerdict> cached(const EntryLocation& where);
   // Records of hashed files larger than this are damage, never hashed (the
@@ -107,6 +114,12 @@ class EntryVerifier {
 
  private:
   std::shared_ptr<const EntryVerdict> verify(const EntryLocation& where, bool hash, const ForceHash& force);
+  // A cached verdict that answers for `where` at `depth` without verifying, or null.
+  std::shared_ptr<const EntryVerdict> reusable(const EntryLocation& where, VerifyDepth depth,
+                                               const Stamp& manifest_stamp);
+  // Whether B still holds every stamp v saw (see VerifyDepth). listing: a
+  // readdir asks, for which an invalid verdict stands even while recent.
+  bool still_holds(const EntryLocation& where, const EntryVerdict& v, bool listing) const;
   // verify()'s last step: each listed file against its record (types and
   // sizes of all, then hashes). False when it decided the verdict in v.
   bool check_listed_files(const EntryLocation& where, const Manifest& manifest, bool hash,
@@ -129,8 +142,12 @@ class EntryVerifier {
   // unlocked, so checking one entry never blocks lookups of another.
   std::mutex mu_;
   Verdicts verdicts_;       // hashed verdicts: what lookups, opens and publishes trust
-  Verdicts stat_verdicts_;  // stat-level verdicts: listings only, for the TTL
+  Verdicts stat_verdicts_;  // stat-level verdicts: listings only, while their stamps hold
 };
+
+// The stamp of the listed path below base_fd (no symlink followed on the
+// way): what a verdict's file_stamps are compared with.
+Result<Stamp> listed_stamp(int base_fd, const std::string& path);
 
 // Checks one listed path below base_fd against its record (and an alternative
 // accepted during an R6 swap). Without hashing, types, sizes and symlink

@@ -31,19 +31,19 @@ bool Stamp::operator==(const Stamp& o) const {
          ctime.tv_nsec == o.ctime.tv_nsec;
 }
 
-namespace {
-
-using Key = std::pair<dev_t, ino_t>;
-
 // A ctime this close to now could be followed, within the same timestamp
 // tick, by a same-size rewrite that leaves the stamp unchanged (R8).
-bool ctime_too_recent(const Stamp& s) {
+bool Stamp::too_recent() const {
   struct timespec now {};
   ::clock_gettime(CLOCK_REALTIME, &now);
   const long long ns_now = static_cast<long long>(now.tv_sec) * 1000000000LL + now.tv_nsec;
-  const long long ns_c = static_cast<long long>(s.ctime.tv_sec) * 1000000000LL + s.ctime.tv_nsec;
+  const long long ns_c = static_cast<long long>(ctime.tv_sec) * 1000000000LL + ctime.tv_nsec;
   return ns_now - ns_c < 1000000000LL;
 }
+
+namespace {
+
+using Key = std::pair<dev_t, ino_t>;
 
 }  // namespace
 
@@ -106,7 +106,7 @@ Result<Sha256> Verifier::digest(int fd, bool force) {
     }
     auto it = impl_->cache.find(key);
     if (it != impl_->cache.end() && it->second.stamp == before &&
-        (waited || (!force && !ctime_too_recent(before))))
+        (waited || (!force && !before.too_recent())))
       return it->second.digest;
     impl_->in_flight.insert(key);
   }

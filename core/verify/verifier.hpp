@@ -23,6 +23,10 @@ struct Stamp {
   struct timespec ctime {};
   static Stamp of(const struct stat& st);
   bool operator==(const Stamp& o) const;
+  // A ctime under one second before now: a same-size rewrite within the
+  // same timestamp tick could follow it unseen, so the stamp does not yet
+  // vouch for the content (R8).
+  bool too_recent() const;
 };
 
 class Verifier {

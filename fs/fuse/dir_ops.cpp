@@ -1,6 +1,16 @@
 // Requests on directories: opendir, readdir(plus), releasedir, fsyncdir. A
 // directory handle holds a snapshot of what the store lists (taken at
 // opendir and at every rewind), so offsets stay stable while it is read.
+//
+// The kernel may keep a copy of a listing and serve the next opendirs from
+// it (FOPEN_CACHE_DIR): a directory that did not change then costs an
+// OPENDIR and a RELEASEDIR instead of two READDIRs and a GETATTR (the kernel
+// marks atime stale after each READDIR it sends). Every opendir still lists
+// the directory in the store, which tells whether the listing changed
+// (Listing::epoch): the kernel drops its copy before it is used again when
+// it did, whatever changed it (a name in B, a verdict whose stamps moved, a
+// quarantine). The kernel drops it by itself for changes made through the
+// mount in that directory.
 #include <sys/stat.h>
 
 #include <memory>
@@ -14,10 +24,22 @@ namespace sealfs::fuse {
 namespace {
 
 Status load_listing(Filesystem& fs, DirHandle& dir) {
-  auto items = fs.store->list(dir.inode->path_fd()->get());
-  if (!items) return items.error();
-  dir.items = std::move(*items);
+  auto listing = fs.store->list(dir.inode->path_fd()->get());
+  if (!listing) return listing.error();
+  dir.items = std::move(listing->items);
   return {};
+}
+
+// Whether the kernel may serve dir's listing from its copy, for the listing
+// the store just gave for it. Only a settled listing may be kept; a copy the
+// kernel holds of another epoch (or of an unsettled one: it may have been
+// filled from a listing older than the change) is dropped first.
+bool kernel_may_keep(Filesystem& fs, Inode& dir, const Listing& listing) {
+  if (listing.settled && dir.listing_epoch.load() == listing.epoch) return true;
+  if (!fs.invalidator.invalidate_now(dir.id)) return false;
+  if (!listing.settled) return false;
+  dir.listing_epoch.store(listing.epoch);
+  return true;
 }
 
 // Where one directory entry goes into a readdir reply.
@@ -80,9 +102,10 @@ void do_readdir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool
     auto dir = fs.dirs.get(fi->fh);
     if (!dir) return (void)fuse_reply_err(req, EBADF);
     std::lock_guard lock(dir->mu);
-    if (off == 0) {  // (re)start: rewinddir sees what is visible now
+    if (off == 0 && !dir->fresh) {  // a rewind: rewinddir sees what is visible now
       if (Status s = load_listing(fs, *dir); !s) return reply_error(req, s.error());
     }
+    dir->fresh = false;
     std::string buf(size, '\0');
     ReplyBuffer out{req, buf};
     const size_t total = dir->items.size() + 2;
@@ -104,7 +127,12 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (!inode) return;
     auto dir = std::make_shared<DirHandle>();
     dir->inode = inode;
-    if (Status s = load_listing(fs, *dir); !s) return reply_error(req, s.error());
+    auto listing = fs.store->list(inode->path_fd()->get());
+    if (!listing) return reply_error(req, listing.error());
+    dir->items = std::move(listing->items);
+    dir->fresh = true;
+    fi->cache_readdir = kernel_may_keep(fs, *inode, *listing) ? 1 : 0;
+    fi->keep_cache = fi->cache_readdir;
     fi->fh = fs.dirs.add(dir);
     if (fuse_reply_open(req, fi) != 0) fs.dirs.take(fi->fh);
   });

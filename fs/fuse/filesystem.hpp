@@ -64,6 +64,7 @@ struct DirHandle {
   InodeRef inode;
   std::mutex mu;
   std::vector<DirItem> items;  // snapshot taken at opendir / rewinddir
+  bool fresh = false;          // taken at opendir and not read yet: the first read needs no other
 };
 
 // libfuse allocates fuse_conn_info_opts with malloc.

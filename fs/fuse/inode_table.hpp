@@ -40,6 +40,9 @@ class Inode {
   const ino_t ino;
   // What the last lookup said it is; decides kernel cache timeouts.
   std::atomic<ObjectKind> kind{ObjectKind::container};
+  // A directory: the Listing::epoch of the copy the kernel may keep of its
+  // listing (dir_ops.cpp); 0: none yet.
+  std::atomic<std::uint64_t> listing_epoch{0};
 
   // The O_PATH|O_NOFOLLOW fd, kept alive for as long as the caller holds
   // the pointer even if a newer lookup replaces it meanwhile.

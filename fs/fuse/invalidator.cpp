@@ -43,6 +43,19 @@ void Invalidator::stop() {
   session_ = nullptr;
 }
 
+bool Invalidator::invalidate_now(fuse_ino_t id) {
+  fuse_session* session = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    session = stopping_ ? nullptr : session_;
+  }
+  if (session == nullptr) return false;
+  // ENOENT: the kernel holds no such inode, so nothing of it either.
+  const int rc = fuse_lowlevel_notify_inval_inode(session, id, 0, 0);
+  if (rc != 0 && rc != -ENOENT) syslog(LOG_DEBUG, "sealfs: inval_inode: %s", std::strerror(-rc));
+  return rc == 0 || rc == -ENOENT;
+}
+
 void Invalidator::run() {
   std::unique_lock lock(mu_);
   for (;;) {

@@ -28,6 +28,12 @@ class Invalidator {
   // Events queued before start() wait; they are dropped if stop() comes first.
   void post(const Invalidation& event);
 
+  // Drops what the kernel caches of inode id (attributes, pages; for a
+  // directory its cached listing) before returning, unlike post(). Safe
+  // inside a request handler (the kernel takes no directory lock for it).
+  // False when it could not be done.
+  bool invalidate_now(fuse_ino_t id);
+
   // The session must outlive the thread: call stop() before destroying it.
   void start(fuse_session* session);
   void stop();

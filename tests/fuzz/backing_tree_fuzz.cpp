@@ -255,7 +255,7 @@ void walk(sealfs::Store& store, int dir_fd, int depth) {
   auto items = store.list(dir_fd);
   std::vector<std::string> names;
   if (items)
-    for (const auto& it : *items) names.push_back(it.name);
+    for (const auto& it : items->items) names.push_back(it.name);
   for (std::size_t i = 0; i < kNameCount; ++i) names.emplace_back(kNames[i]);  // hidden ones too
   for (const auto& name : names) {
     auto found = store.lookup(dir_fd, name);

@@ -101,7 +101,7 @@ class StoreFixture : public ::testing::Test {
     EXPECT_TRUE(items.ok()) << (items.ok() ? "" : items.error().message);
     std::set<std::string> names;
     if (items)
-      for (const auto& i : *items) names.insert(i.name);
+      for (const auto& i : items->items) names.insert(i.name);
     return names;
   }
 
@@ -161,7 +161,7 @@ class StoreFixture : public ::testing::Test {
     UniqueFd d = dir(rel);
     auto items = store_->list(d.get());
     if (!items) return;
-    for (const auto& item : *items) {
+    for (const auto& item : items->items) {
       const std::string child = join_rel(rel, item.name);
       if (store_->profile().is_volatile(child)) continue;
       auto f = store_->lookup(d.get(), item.name);

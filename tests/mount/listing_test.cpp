@@ -1,0 +1,109 @@
+// Listings on a mount whose kernel keeps them (issue 14): with a long cache
+// timeout the kernel serves an unchanged directory's listing from its own
+// copy, and the daemon drops that copy at the next opendir once the listing
+// changed, however it changed: a damaged entry (its stamps moved), names
+// added or removed in B behind the mount, a quarantine.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "core/base/digest.hpp"
+#include "tests/mount/mount_test_util.hpp"
+
+namespace sealfs::test {
+namespace {
+
+// Listed twice a second apart: the listing is settled and the kernel keeps it.
+std::set<std::string> list_settled(const std::string& dir) {
+  list_dir(dir);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  list_dir(dir);
+  return list_dir(dir);
+}
+
+const std::set<std::string> kDots = {".", ".."};
+
+std::set<std::string> with_dots(std::set<std::string> names) {
+  names.insert(kDots.begin(), kDots.end());
+  return names;
+}
+
+TEST(Listing, ADamagedEntryLeavesTheListingOnceNoticed) {
+  SEALFS_REQUIRE_FUSE();
+  Mount mount(MountConfig::with({"profile=tilelang,cache_timeout=600"}));
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  for (const char* key : {"k1", "k2", "k3"}) {
+    ASSERT_EQ(tilelang("save", mount.mountpoint(), key).status, 0);
+    ASSERT_EQ(tilelang("load", mount.mountpoint(), key).status, kHit);  // in the kernel's caches
+  }
+  const std::string kernels = mount.m("ns/kernels");
+  ASSERT_EQ(list_settled(kernels), with_dots({"k1", "k2", "k3"}));
+  ASSERT_EQ(list_settled(mount.m("ns/kernels/k1")),
+            with_dots({"device_kernel.cu", "host_kernel.cu", "kernel_lib.so", "params.pkl"}));
+  // A size change is seen by the listing itself (a stat per listed file),
+  // before any lookup or load: the entry and its directory's listing go.
+  ASSERT_EQ(::truncate(mount.b("ns/kernels/k1/kernel_lib.so").c_str(), 100), 0);
+  EXPECT_EQ(list_dir(kernels), with_dots({"k2", "k3"}));
+  EXPECT_EQ(list_dir(mount.m("ns/kernels/k1")), kDots);
+  // Same size, other bytes: only a hash tells, which a listing never does
+  // (R8); the next load notices, quarantines, and the listing follows.
+  ASSERT_TRUE(zero_in_place(mount.b("ns/kernels/k2/kernel_lib.so")));
+  EXPECT_EQ(list_dir(kernels), with_dots({"k2", "k3"}));
+  EXPECT_EQ(tilelang("load", mount.mountpoint(), "k2").status, kMiss);
+  EXPECT_EQ(list_dir(kernels), with_dots({"k3"}));
+  EXPECT_EQ(tilelang("load", mount.mountpoint(), "k3").status, kHit);
+  EXPECT_EQ(list_settled(kernels), with_dots({"k3"}));
+}
+
+// Names added and removed in B behind the mount show at the next listing,
+// not after the cache timeout (600 s here).
+TEST(Listing, NamesChangedInBShowAtTheNextListing) {
+  SEALFS_REQUIRE_FUSE();
+  Mount mount(MountConfig::with({"cache_timeout=600"}));
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  ASSERT_EQ(::mkdir(mount.m("kernels").c_str(), 0755), 0);
+  auto plant = [&](const std::string& key) {
+    make_dirs(mount.b("kernels/" + key));
+    write_file(mount.b("kernels/" + key + "/a"), "alpha");
+    write_file(
+        mount.b("kernels/" + key + "/.sealfs-manifest"),
+        "{\"files\":{\"a\":{\"sha256\":\"" + to_hex(sha256_of("alpha")) + "\",\"size\":5}},\"sealfs\":1}");
+  };
+  plant("k1");
+  const std::string kernels = mount.m("kernels");
+  ASSERT_EQ(list_settled(kernels), with_dots({"k1"}));
+  plant("k2");
+  EXPECT_EQ(list_dir(kernels), with_dots({"k1", "k2"}));
+  std::filesystem::remove_all(mount.b("kernels/k1"));
+  EXPECT_EQ(list_dir(kernels), with_dots({"k2"}));
+  EXPECT_EQ(list_settled(kernels), with_dots({"k2"}));
+  write_file(mount.b("kernels/foreign"), "no manifest covers it");  // R3: hidden
+  EXPECT_EQ(list_dir(kernels), with_dots({"k2"}));
+  EXPECT_EQ(list_dir(mount.m("kernels/k2")), with_dots({"a"}));
+  write_file(mount.b("kernels/k2/unlisted"), "x");  // R2: hidden one by one
+  EXPECT_EQ(list_settled(mount.m("kernels/k2")), with_dots({"a"}));
+}
+
+// Changes through the mount are listed at once, settled or not.
+TEST(Listing, ChangesThroughTheMountAreListedAtOnce) {
+  SEALFS_REQUIRE_FUSE();
+  Mount mount(MountConfig::with({"profile=tilelang,cache_timeout=600"}));
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  ASSERT_EQ(tilelang("save", mount.mountpoint(), "k1").status, 0);
+  const std::string kernels = mount.m("ns/kernels");
+  ASSERT_EQ(list_settled(kernels), with_dots({"k1"}));
+  for (const char* key : {"k2", "k3"}) {
+    ASSERT_EQ(tilelang("save", mount.mountpoint(), key).status, 0);
+    EXPECT_TRUE(list_dir(kernels).count(key)) << key;
+  }
+  std::filesystem::remove_all(mount.m("ns/kernels/k2"));
+  EXPECT_EQ(list_dir(kernels), with_dots({"k1", "k3"}));
+  EXPECT_EQ(list_settled(kernels), with_dots({"k1", "k3"}));
+}
+
+}  // namespace
+}  // namespace sealfs::test
