@@ -123,15 +123,22 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     }
     handle->tracked = tracked;
     handle->changed = tracked && (flags & O_TRUNC) != 0;
-    if (!writer && is_sealed(kind)) {
+    // Every READ of a read handle checks the backing stamp (R2). The inode's
+    // kind is that of its last lookup, which a publish by rename does not
+    // renew (a file published from tmp/ still says volatile), so the check
+    // does not depend on it.
+    if (!writer) {
       auto st = fs.store->attributes(handle->fd.get());
-      handle->sealed_read = st.ok();
+      handle->sealed_read = st.ok() && S_ISREG(st->st_mode);
       if (st) handle->verified = Stamp::of(*st);
     }
     fi->fh = fs.files.add(handle);
-    // Verified sealed content cannot change through the mount without an
-    // invalidation: keep the page cache across opens.
-    fi->keep_cache = !writer && is_sealed(kind);
+    // Keep the page cache across read opens: what it holds was served by
+    // the checks above, and the adapter drops it when it sees a change it did
+    // not make (Inode::report) or the store hides or replaces the file. Keyed
+    // to the kind, a file saved through the mount (kind still volatile) lost
+    // its pages at every open: the saving mount read every library again.
+    fi->keep_cache = !writer;
     // FLUSH only matters to write handles (R4 tells a clean last close from
     // an abandoned one by it): a read-only close costs no round trip.
     fi->noflush = !tracked;
