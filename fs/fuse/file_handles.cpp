@@ -148,12 +148,12 @@ void end_writer(Filesystem& fs, ImplicitHandles::Writer& writer) {
 }  // namespace
 
 void flush_implicit(Filesystem& fs, fuse_ino_t ino, pid_t tid) {
-  const ino_t backing_ino = [&] {
-    InodeRef inode = fs.inodes.get(ino);
-    return inode ? inode->ino : 0;
-  }();
-  auto flushed = fs.implicit.flushed_by(
-      ino, tid, [&](pid_t group) { return process_holds(group, backing_ino, fs.mountpoint); });
+  // Asked only when tid's process changed the file: a read-only close (every
+  // close without OPEN) costs one map lookup and nothing else.
+  auto flushed = fs.implicit.flushed_by(ino, tid, [&](pid_t group) {
+    const InodeRef inode = fs.inodes.get(ino);
+    return inode != nullptr && process_holds(group, inode->ino, fs.mountpoint);
+  });
   if (!flushed.writer) return;  // a close that changed nothing
   FileHandle& handle = *flushed.writer->handle;
   if (handle.tracked) {

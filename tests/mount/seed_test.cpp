@@ -158,23 +158,36 @@ TEST_F(SeedScenario, ConcurrentSavesOneWinsAndReadersNeverSeeAPartialEntry) {
   EXPECT_EQ(tilelang("load", m(), "k").status, kHit);
 }
 
+// A mount with a long cache timeout that saved "k" and loaded it (now in the
+// kernel's caches).
+void save_and_load_into_kernel_caches(const Mount& mount) {
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  ASSERT_EQ(tilelang("save", mount.mountpoint(), "k").status, 0);
+  ASSERT_EQ(tilelang("load", mount.mountpoint(), "k").status, kHit);
+}
+
+// Once damage is found: the kernel was told (the entry is gone from lookups
+// at once), a load misses, and a save through the mount repairs the entry.
+void expect_gone_at_once_and_repaired(const Mount& mount) {
+  EXPECT_TRUE(eventually([&] { return lstat_errno(mount.m(kEntry)) == ENOENT; }, std::chrono::seconds(3)));
+  ProcessResult loaded = tilelang("load", mount.mountpoint(), "k");
+  EXPECT_EQ(loaded.status, kMiss) << loaded.out << loaded.err;
+  EXPECT_EQ(tilelang("save", mount.mountpoint(), "k").status, 0);
+  EXPECT_EQ(tilelang("load", mount.mountpoint(), "k").status, kHit);
+}
+
 // With a long cache timeout the kernel keeps sealed entries and their
 // attributes; damage found behind its back must still never be served. With
 // OPEN (the default) the next open checks the stamp: a miss at once.
 TEST(SeedScenarioLongCache, DamageIsNotServedFromKernelCaches) {
   SEALFS_REQUIRE_FUSE();
   Mount mount(MountConfig::with({"profile=tilelang,cache_timeout=600"}));
-  ASSERT_TRUE(mount.ok()) << mount.error();
-  ASSERT_EQ(tilelang("save", mount.mountpoint(), "k").status, 0);
-  ASSERT_EQ(tilelang("load", mount.mountpoint(), "k").status, kHit);  // now in the kernel's caches
-  const std::string lib = mount.b(std::string(kEntry) + "/kernel_lib.so");
-  ASSERT_TRUE(zero_in_place(lib));
+  save_and_load_into_kernel_caches(mount);
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_TRUE(zero_in_place(mount.b(std::string(kEntry) + "/kernel_lib.so")));
   ProcessResult loaded = tilelang("load", mount.mountpoint(), "k");
   EXPECT_EQ(loaded.status, kMiss) << loaded.out << loaded.err;
-  // The kernel was told: the entry is gone from lookups too, at once.
-  EXPECT_TRUE(eventually([&] { return lstat_errno(mount.m(kEntry)) == ENOENT; }, std::chrono::seconds(3)));
-  EXPECT_EQ(tilelang("save", mount.mountpoint(), "k").status, 0);
-  EXPECT_EQ(tilelang("load", mount.mountpoint(), "k").status, kHit);
+  expect_gone_at_once_and_repaired(mount);
 }
 
 // The same without OPEN (-o no_open): the kernel keeps the entry, its
@@ -186,9 +199,8 @@ TEST(SeedScenarioLongCache, DamageIsNotServedFromKernelCaches) {
 TEST(SeedScenarioLongCache, WithoutOpenDamageIsNeverServed) {
   SEALFS_REQUIRE_FUSE();
   Mount mount(MountConfig::with({"profile=tilelang,cache_timeout=600,no_open"}));
-  ASSERT_TRUE(mount.ok()) << mount.error();
-  ASSERT_EQ(tilelang("save", mount.mountpoint(), "k").status, 0);
-  ASSERT_EQ(tilelang("load", mount.mountpoint(), "k").status, kHit);  // now in the kernel's caches
+  save_and_load_into_kernel_caches(mount);
+  ASSERT_FALSE(HasFatalFailure());
   const std::string lib_m = mount.m(std::string(kEntry) + "/kernel_lib.so");
   const auto verified = read_file(lib_m);
   ASSERT_TRUE(verified.has_value());
@@ -204,12 +216,7 @@ TEST(SeedScenarioLongCache, WithoutOpenDamageIsNeverServed) {
     EXPECT_EQ(::pread(fd.get(), &byte, 1, 0), -1);
     EXPECT_EQ(errno, EIO);
   }
-  // The kernel was told: the entry is gone from lookups too, at once.
-  EXPECT_TRUE(eventually([&] { return lstat_errno(mount.m(kEntry)) == ENOENT; }, std::chrono::seconds(3)));
-  ProcessResult loaded = tilelang("load", mount.mountpoint(), "k");
-  EXPECT_EQ(loaded.status, kMiss) << loaded.out << loaded.err;
-  EXPECT_EQ(tilelang("save", mount.mountpoint(), "k").status, 0);
-  EXPECT_EQ(tilelang("load", mount.mountpoint(), "k").status, kHit);
+  expect_gone_at_once_and_repaired(mount);
 }
 
 }  // namespace

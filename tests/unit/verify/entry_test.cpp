@@ -20,16 +20,9 @@
 namespace sealfs::test {
 namespace {
 
-class EntryTest : public ::testing::Test {
+class EntryTest : public EntryDirTest {
  protected:
-  void SetUp() override {
-    make_dirs(tmp_ / "e");
-    int raw = ::open((tmp_ / "e").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    ASSERT_GE(raw, 0);
-    dir_.reset(raw);
-  }
-  EntryLocation where() { return dir_entry_at(dir_.get()); }
-  void put(const std::string& name, const std::string& content) { write_file(tmp_ / ("e/" + name), content); }
+  EntryTest() : EntryDirTest("sealfs-entry") {}
   void seal(const Manifest& m) {
     ASSERT_TRUE(write_manifest_atomic(dir_.get(), kDirManifest, m, false).ok());
   }
@@ -37,10 +30,6 @@ class EntryTest : public ::testing::Test {
     return FileRecord{content.size(), sha256_of(content), std::nullopt};
   }
 
-  TempDir tmp_{"sealfs-entry"};
-  UniqueFd dir_;
-  Metrics metrics_;
-  Verifier verifier_{metrics_};
   EntryVerifier entries_{verifier_, std::chrono::hours(1)};
 };
 

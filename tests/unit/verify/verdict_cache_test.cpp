@@ -25,17 +25,9 @@ namespace {
 // Past R8's one second: stamps taken before this are settled.
 void let_stamps_settle() { std::this_thread::sleep_for(std::chrono::milliseconds(1100)); }
 
-class VerdictCacheTest : public ::testing::Test {
+class VerdictCacheTest : public EntryDirTest {
  protected:
-  void SetUp() override {
-    make_dirs(tmp_ / "e");
-    int raw = ::open((tmp_ / "e").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    ASSERT_GE(raw, 0);
-    dir_.reset(raw);
-  }
-  EntryLocation where() { return dir_entry_at(dir_.get()); }
-  std::string path(const std::string& name) { return tmp_ / ("e/" + name); }
-  void put(const std::string& name, const std::string& content) { write_file(path(name), content); }
+  VerdictCacheTest() : EntryDirTest("sealfs-verdicts") {}
   // "lib" hashed (recorded with lib_digest_of's digest), "src" size-only.
   void seal_entry(const std::string& lib, const std::string& lib_digest_of) {
     put("lib", lib);
@@ -47,10 +39,6 @@ class VerdictCacheTest : public ::testing::Test {
     ASSERT_TRUE(write_manifest_atomic(dir_.get(), kDirManifest, m, false).ok());
   }
 
-  TempDir tmp_{"sealfs-verdicts"};
-  UniqueFd dir_;
-  Metrics metrics_;
-  Verifier verifier_{metrics_};
   // TTL 0: a lookup never trusts a verdict by its age, only by its stamps.
   EntryVerifier entries_{verifier_, std::chrono::nanoseconds(0)};
 };
