@@ -12,12 +12,14 @@ std::string Metrics::to_json() const {
   const std::pair<std::string_view, const std::atomic<std::uint64_t>*> counters[] = {
       {"abandoned", &abandoned},
       {"bytes_hashed", &bytes_hashed},
+      {"bytes_pushed", &bytes_pushed},
       {"files_hashed", &files_hashed},
       {"hidden", &hidden},
       {"hits", &hits},
       {"lookups", &lookups},
       {"publishes", &publishes},
       {"quarantined", &quarantined},
+      {"reads", &reads},
       {"rejected", &rejected},
       {"seals", &seals},
   };

@@ -18,6 +18,8 @@ struct Metrics {
   std::atomic<std::uint64_t> abandoned{0};    // R4 abandoned writes
   std::atomic<std::uint64_t> bytes_hashed{0};
   std::atomic<std::uint64_t> files_hashed{0};
+  std::atomic<std::uint64_t> reads{0};         // READ requests that reached the daemon
+  std::atomic<std::uint64_t> bytes_pushed{0};  // verified bytes put into the kernel's page cache
 
   std::string to_json() const;  // {"hits":…,…} one line, keys sorted
 };

@@ -24,6 +24,20 @@ constexpr std::string_view kReservedXattrPrefix = "user.sealfs";
 
 bool reserved_xattr(std::string_view name) { return name.starts_with(kReservedXattrPrefix); }
 
+// POSIX ACLs are not supported on the mount, as on a filesystem mounted
+// without acl: sealfs does not negotiate FUSE_POSIX_ACL, so the kernel checks
+// mode bits only (default_permissions) and an ACL shown or set through the
+// mount would promise access control that never happens.
+bool acl_xattr(std::string_view name) {
+  return name == "system.posix_acl_access" || name == "system.posix_acl_default";
+}
+
+// A security label that B does not hold is "no labels here" (EOPNOTSUPP),
+// not ENODATA: an LSM that labels the mount answers security.selinux itself,
+// so the question reaches the daemon only where no labels are kept, and
+// `ls -l` (which remembers an unsupported device) stops asking for every name.
+bool label_xattr(std::string_view name) { return name == "security.selinux"; }
+
 // O_PATH fds take neither fchmod nor xattr calls; the /proc magic link names
 // exactly the object behind the fd.
 std::string proc_fd_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
@@ -156,9 +170,11 @@ Result<Store::XattrValue> Store::get_xattr(int path_fd, std::string_view name, s
       return make_error(ERANGE, "getxattr: value larger than the buffer");
     return out;
   }
+  if (acl_xattr(name)) return make_error(EOPNOTSUPP, "POSIX ACLs are not supported on the mount");
   out.value.assign(capacity, '\0');
   const ssize_t got = ::getxattr(proc_fd_path(path_fd).c_str(), std::string(name).c_str(),
                                  capacity == 0 ? nullptr : out.value.data(), capacity);
+  if (got < 0 && errno == ENODATA && label_xattr(name)) return make_error(EOPNOTSUPP, "no security labels");
   if (got < 0) return failure("getxattr");
   out.length = static_cast<std::size_t>(got);
   out.value.resize(capacity == 0 ? 0 : out.length);
@@ -183,7 +199,7 @@ Result<std::string> Store::list_xattrs(int path_fd) const {
   for (std::size_t pos = 0; pos < names.size();) {
     const std::size_t end = names.find('\0', pos);
     const std::string_view one(names.data() + pos, (end == std::string::npos ? names.size() : end) - pos);
-    if (!one.empty() && !reserved_xattr(one)) {
+    if (!one.empty() && !reserved_xattr(one) && !acl_xattr(one)) {
       shown.append(one);
       shown.push_back('\0');
     }
@@ -195,6 +211,7 @@ Result<std::string> Store::list_xattrs(int path_fd) const {
 
 Status Store::set_xattr(int path_fd, std::string_view name, std::string_view value, int flags) {
   if (reserved_xattr(name)) return make_error(EPERM, "reserved extended attribute");
+  if (acl_xattr(name)) return make_error(EOPNOTSUPP, "POSIX ACLs are not supported on the mount");
   const std::string key(name);
   if (::setxattr(proc_fd_path(path_fd).c_str(), key.c_str(), value.data(), value.size(), flags) != 0)
     return failure("setxattr");
@@ -203,6 +220,7 @@ Status Store::set_xattr(int path_fd, std::string_view name, std::string_view val
 
 Status Store::remove_xattr(int path_fd, std::string_view name) {
   if (reserved_xattr(name)) return make_error(EPERM, "reserved extended attribute");
+  if (acl_xattr(name)) return make_error(EOPNOTSUPP, "POSIX ACLs are not supported on the mount");
   const std::string key(name);
   if (::removexattr(proc_fd_path(path_fd).c_str(), key.c_str()) != 0) return failure("removexattr");
   return {};

@@ -254,7 +254,9 @@ class Store {
 
   // Extended attributes. "user.sealfs*" is sealfs's own: never set or
   // removed through the mount (EPERM), never listed, absent (ENODATA) except
-  // kStatusXattr on the root, which holds metrics().to_json().
+  // kStatusXattr on the root, which holds metrics().to_json(). POSIX ACL
+  // names are unsupported (EOPNOTSUPP, never listed) and an absent
+  // security.selinux is EOPNOTSUPP too (attributes.cpp says why).
   static constexpr const char* kStatusXattr = "user.sealfs.status";
   // As getxattr(2), one system call: capacity 0 asks for the length only
   // (value stays empty); a value longer than capacity is ERANGE.

@@ -120,8 +120,14 @@ bool ignored(const Option& opt) {
 Status apply_mount_option(const Option& opt, MountOptions& o) {
   const std::string_view key = opt.key;
   if (ignored(opt)) return {};
-  if (!opt.has_value && key == "no_open") {
-    o.no_open = true;
+  if (!opt.has_value && (key == "no_open" || key == "keep_open")) {
+    o.no_open = key == "no_open";
+  } else if (!opt.has_value && (key == "no_opendir" || key == "keep_opendir")) {
+    o.no_opendir = key == "no_opendir";
+  } else if (key == "push_max") {
+    auto n = parse_count(key, opt.value);
+    if (!n) return n.error();
+    o.push_max = *n;
   } else if (!opt.has_value && contains(kConnFlags, key)) {
     o.conn_options.emplace_back(key);
   } else if (key == "readdirplus") {

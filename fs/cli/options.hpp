@@ -30,8 +30,15 @@ struct MountOptions : BackingOptions {
   bool debug = false;
   bool allow_other = false;
   bool read_only = false;  // -o ro: the superblock is read-only (no writes, no R4)
-  // -o no_open: OPEN answered ENOSYS (fs/README.md "Without OPEN"); implied by ro.
-  bool no_open = false;
+  // OPEN answered ENOSYS (fs/README.md "Without OPEN"): the default, and
+  // implied by ro; -o keep_open asks for OPEN and RELEASE as before.
+  bool no_open = true;
+  // OPENDIR answered ENOSYS (fs/README.md "Without OPENDIR"): the default;
+  // -o keep_opendir lists the directory in the store at every opendir.
+  bool no_opendir = true;
+  // -o push_max=BYTES: the largest sealed file whose verified bytes go into
+  // the kernel's page cache at its first lookup (fs/fuse/page_push.hpp); 0: none.
+  unsigned push_max = 64U << 20;
 
   // Options handed to libfuse as one "-o" list (always with
   // default_permissions, see DESIGN.md "allow_other").

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/store/listing.hpp"
 #include "fs/fuse/handlers.hpp"
 #include "fs/fuse/request.hpp"
 
@@ -94,13 +95,50 @@ size_t add_entry(Filesystem& fs, ReplyBuffer& out, const DirHandle& dir, size_t 
   return add_item_plus(fs, out, dir, dir.items[index - 2], next);
 }
 
+// Without OPENDIR (fh 0) the directory inode's own handle, listed afresh
+// at every offset 0: the kernel asks for offset 0 only when it holds no copy
+// of the listing. A listing that may still change within the directory's
+// timestamp tick (not settled) is dropped from the kernel again once that
+// tick has surely passed, since the kernel revalidates its copy by mtime.
+std::shared_ptr<DirHandle> implicit_dir(fuse_req_t req, Filesystem& fs, fuse_ino_t ino, off_t off) {
+  InodeRef inode = inode_or_reply(req, ino);
+  if (!inode) return nullptr;
+  auto dir = fs.implicit_dirs.get(ino, [&] {
+    auto made = std::make_shared<DirHandle>();
+    made->inode = inode;
+    return made;
+  });
+  if (off != 0) return dir;
+  std::lock_guard lock(dir->mu);
+  auto listing = fs.store->list(inode->path_fd()->get());
+  if (!listing) {
+    reply_error(req, listing.error());
+    return nullptr;
+  }
+  dir->items = std::move(listing->items);
+  dir->fresh = true;
+  if (!listing->settled) {
+    Invalidation again;
+    again.dev = inode->dev;
+    again.ino = inode->ino;
+    fs.invalidator.post_later(again, ListingMemory::kSettle);
+  }
+  return dir;
+}
+
 // Offsets: 1 is ".", 2 is "..", 3 + i is items[i]; the offset stored with an
 // entry is where the next readdir continues.
-void do_readdir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool plus) {
+void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi, bool plus) {
   guarded(req, [&] {
     Filesystem& fs = fs_of(req);
-    auto dir = fs.dirs.get(fi->fh);
-    if (!dir) return (void)fuse_reply_err(req, EBADF);
+    std::shared_ptr<DirHandle> dir;
+    if (fi->fh != 0) {
+      dir = fs.dirs.get(fi->fh);
+      if (!dir) return (void)fuse_reply_err(req, EBADF);
+    } else {
+      dir = implicit_dir(req, fs, ino, off);
+      if (!dir) return;  // answered
+    }
     std::lock_guard lock(dir->mu);
     if (off == 0 && !dir->fresh) {  // a rewind: rewinddir sees what is visible now
       if (Status s = load_listing(fs, *dir); !s) return reply_error(req, s.error());
@@ -123,6 +161,8 @@ void do_readdir(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool
 void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   guarded(req, [&] {
     Filesystem& fs = fs_of(req);
+    // The kernel then stops sending OPENDIR and RELEASEDIR at all.
+    if (fs.no_opendir) return (void)fuse_reply_err(req, ENOSYS);
     InodeRef inode = inode_or_reply(req, ino);
     if (!inode) return;
     auto dir = std::make_shared<DirHandle>();
@@ -138,17 +178,17 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   });
 }
 
-void op_readdir(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_info* fi) {
-  do_readdir(req, size, off, fi, false);
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  do_readdir(req, ino, size, off, fi, false);
 }
 
-void op_readdirplus(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_file_info* fi) {
-  do_readdir(req, size, off, fi, true);
+void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  do_readdir(req, ino, size, off, fi, true);
 }
 
 void op_releasedir(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
   guarded(req, [&] {
-    fs_of(req).dirs.take(fi->fh);
+    if (fi->fh != 0) fs_of(req).dirs.take(fi->fh);
     fuse_reply_err(req, 0);
   });
 }

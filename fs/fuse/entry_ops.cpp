@@ -10,6 +10,7 @@
 
 #include "fs/fuse/file_handles.hpp"
 #include "fs/fuse/handlers.hpp"
+#include "fs/fuse/page_push.hpp"
 #include "fs/fuse/request.hpp"
 
 namespace sealfs::fuse {
@@ -80,7 +81,10 @@ Status change_attributes(Store& store, const Inode& inode, FileHandle* handle, c
 // The kernel dropped nlookup references to ino; when that was the last, its
 // implicit read handle goes with it (it would keep an unlinked file's space).
 void forget_inode(Filesystem& fs, fuse_ino_t ino, uint64_t nlookup) {
-  if (fs.inodes.forget(ino, nlookup)) fs.implicit.forget(ino);
+  if (fs.inodes.forget(ino, nlookup)) {
+    fs.implicit.forget(ino);
+    fs.implicit_dirs.forget(ino);
+  }
 }
 
 }  // namespace
@@ -92,7 +96,11 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     if (!dir) return;
     auto found = fs.store->lookup(dir->path_fd()->get(), name);
     if (!found) return reply_error(req, found.error());
-    reply_entry(req, fs, std::move(*found), *dir, name);
+    const ObjectKind kind = found->kind;
+    const struct stat st = found->st;
+    const fuse_ino_t ino = reply_entry(req, fs, std::move(*found), *dir, name);
+    // After the answer: the kernel must know the inode to take its pages.
+    if (ino != 0) push_after_lookup(fs, ino, kind, st);
   });
 }
 

@@ -78,6 +78,16 @@ HandleInUse hold_writer(std::shared_ptr<ImplicitHandles::Writer> writer) {
 
 }  // namespace
 
+Result<std::shared_ptr<FileHandle>> implicit_reader(Filesystem& fs, const InodeRef& inode) {
+  // A reader is kept only for a file no one writes (its stamp is then
+  // checked at every READ) on a connection without OPEN; near the
+  // descriptor limit, or while the file is in progress, one is made for
+  // this use only.
+  const bool keep = fs.no_open && !fs.descriptors_low() && !fs.writers.in_progress(inode->dev, inode->ino);
+  return keep ? fs.implicit.reader(inode->id, [&] { return make_reader(fs, inode); })
+              : make_reader(fs, inode);
+}
+
 HandleInUse implicit_writer_of(Filesystem& fs, fuse_ino_t ino) {
   auto writer = fs.implicit.writer(ino);
   return writer ? hold_writer(std::move(writer)) : HandleInUse{};
@@ -91,12 +101,7 @@ HandleInUse handle_to_read(fuse_req_t req, fuse_ino_t ino, const fuse_file_info*
   if (auto held = implicit_writer_of(fs, ino); held && readable(held->fd.get())) return held;
   InodeRef inode = inode_or_reply(req, ino);
   if (!inode) return {};
-  // A reader is kept only for a file no one writes (its stamp is then
-  // checked at every READ); near the descriptor limit, or while the file is
-  // in progress, one is made for this request only.
-  const bool keep = !fs.descriptors_low() && !fs.writers.in_progress(inode->dev, inode->ino);
-  auto reader =
-      keep ? fs.implicit.reader(ino, [&] { return make_reader(fs, inode); }) : make_reader(fs, inode);
+  auto reader = implicit_reader(fs, inode);
   if (!reader) {
     fuse_reply_err(req, read_errno(reader.error()));
     return {};

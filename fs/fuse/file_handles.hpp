@@ -61,6 +61,11 @@ Result<UniqueFd> open_tracked(Filesystem& fs, const Inode& inode, int flags, boo
 // of its file, seal it or abandon it (R4) while holding the file's gate.
 void finish_handle(Filesystem& fs, FileHandle& handle);
 
+// A read handle of inode opened after the store judged it, with the stamp
+// it was verified at (sealed_read, verified): kept for later READs with fh 0
+// on a connection without OPEN, else made for the caller alone.
+Result<std::shared_ptr<FileHandle>> implicit_reader(Filesystem& fs, const InodeRef& inode);
+
 // R2: whether a READ on a sealed file's handle may serve its bytes (the
 // backing file still has the stamp verified, or verifies again).
 bool still_verified(Filesystem& fs, FileHandle& handle);

@@ -16,6 +16,7 @@
 #include "fs/fuse/fd_bufvec.hpp"
 #include "fs/fuse/file_handles.hpp"
 #include "fs/fuse/handlers.hpp"
+#include "fs/fuse/page_push.hpp"
 #include "fs/fuse/request.hpp"
 
 namespace sealfs::fuse {
@@ -150,9 +151,11 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   guarded(req, [&] {
+    fs_of(req).store->metrics().reads.fetch_add(1, std::memory_order_relaxed);
     auto held = handle_to_read(req, ino, fi);
     if (!held) return;
     if (held->sealed_read && !still_verified(fs_of(req), *held.handle)) return (void)fuse_reply_err(req, EIO);
+    push_rest_at_read(fs_of(req), ino, *held.handle, off, size);
     fuse_bufvec buf = fd_bufvec(size, held->fd.get(), off);
     fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
   });

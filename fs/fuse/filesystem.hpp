@@ -18,9 +18,11 @@
 #include "core/store/store.hpp"
 #include "core/verify/verifier.hpp"
 #include "fs/fuse/handle_table.hpp"
+#include "fs/fuse/implicit_dirs.hpp"
 #include "fs/fuse/implicit_handles.hpp"
 #include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/invalidator.hpp"
+#include "fs/fuse/page_push.hpp"
 #include "fs/fuse/reaper.hpp"
 #include "fs/fuse/writer_tracking.hpp"
 
@@ -86,9 +88,11 @@ struct Filesystem {
   InodeTable inodes;
   WriterTracking writers;
   Invalidator invalidator;
+  PagePusher pusher;
   HandleTable<FileHandle> files;
   HandleTable<DirHandle> dirs;
   ImplicitHandles implicit;      // fh 0: the handles OPEN would have made (no_open)
+  ImplicitDirs implicit_dirs;    // fh 0: the handles OPENDIR would have made (no_opendir)
   Reaper reaper;                 // ends implicit writers whose processes left without a FLUSH
   double cache_timeout = 1.0;    // seconds, for sealed and verified objects
   bool chown_to_caller = false;  // running as root: created objects belong to the caller
@@ -96,6 +100,9 @@ struct Filesystem {
   // hashes at every open, or the kernel cannot run without OPEN): see
   // fs/README.md "Without OPEN".
   bool no_open = false;
+  // OPENDIR is answered ENOSYS (the default; -o keep_opendir): see
+  // fs/README.md "Without OPENDIR".
+  bool no_opendir = false;
   bool read_only = false;  // -o ro: FLUSH answered ENOSYS too
   std::string mountpoint;  // absolute: a process's descriptors on the mount are found by it
   // -o max_write=, async_read, …: applied to the connection in init.

@@ -64,6 +64,12 @@ InodeRef InodeTable::get(fuse_ino_t id) const {
   return it == by_id_.end() ? nullptr : it->second.inode;
 }
 
+std::uint64_t InodeTable::lookups(fuse_ino_t id) const {
+  std::lock_guard lock(mu_);
+  auto it = by_id_.find(id);
+  return it == by_id_.end() ? 0 : it->second.nlookup;
+}
+
 InodeRef InodeTable::find(dev_t dev, ino_t ino) const {
   std::lock_guard lock(mu_);
   auto it = by_key_.find({dev, ino});

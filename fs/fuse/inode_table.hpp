@@ -43,6 +43,8 @@ class Inode {
   // A directory: the Listing::epoch of the copy the kernel may keep of its
   // listing (dir_ops.cpp); 0: none yet.
   std::atomic<std::uint64_t> listing_epoch{0};
+  // A file: its verified bytes were put into the kernel's pages (page_push.hpp).
+  std::atomic<bool> pages_pushed{false};
 
   // The O_PATH|O_NOFOLLOW fd, kept alive for as long as the caller holds
   // the pointer even if a newer lookup replaces it meanwhile.
@@ -115,8 +117,9 @@ class InodeTable {
   // forget says true.
   bool forget(fuse_ino_t id, std::uint64_t nlookup);
 
-  InodeRef get(fuse_ino_t id) const;          // nullptr when unknown
-  InodeRef find(dev_t dev, ino_t ino) const;  // nullptr when not looked up
+  InodeRef get(fuse_ino_t id) const;           // nullptr when unknown
+  std::uint64_t lookups(fuse_ino_t id) const;  // the kernel's lookup count (0: unknown)
+  InodeRef find(dev_t dev, ino_t ino) const;   // nullptr when not looked up
   std::size_t size() const;
 
  private:

@@ -24,6 +24,18 @@ void Invalidator::post(const Invalidation& event) {
   cv_.notify_one();
 }
 
+void Invalidator::post_later(const Invalidation& event, std::chrono::steady_clock::duration delay) {
+  try {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    if (later_.size() >= kMaxQueued) later_.erase(later_.begin());
+    later_.emplace(std::chrono::steady_clock::now() + delay, event);
+  } catch (const std::bad_alloc&) {
+    return;  // as in post()
+  }
+  cv_.notify_one();
+}
+
 void Invalidator::start(fuse_session* session) {
   std::lock_guard lock(mu_);
   session_ = session;
@@ -40,6 +52,7 @@ void Invalidator::stop() {
   if (thread_.joinable()) thread_.join();
   std::lock_guard lock(mu_);
   queue_.clear();
+  later_.clear();
   session_ = nullptr;
 }
 
@@ -59,10 +72,24 @@ bool Invalidator::invalidate_now(fuse_ino_t id) {
 void Invalidator::run() {
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    const auto due = [this] {
+      return !later_.empty() && later_.begin()->first <= std::chrono::steady_clock::now();
+    };
+    const auto ready = [&] { return stopping_ || !queue_.empty() || due(); };
+    if (later_.empty())
+      cv_.wait(lock, ready);
+    else
+      cv_.wait_until(lock, std::chrono::steady_clock::time_point(later_.begin()->first), ready);
     if (stopping_) return;
-    Invalidation event = std::move(queue_.front());
-    queue_.pop_front();
+    if (queue_.empty() && !due()) continue;
+    Invalidation event;
+    if (!queue_.empty()) {
+      event = std::move(queue_.front());
+      queue_.pop_front();
+    } else {
+      event = std::move(later_.begin()->second);
+      later_.erase(later_.begin());
+    }
     lock.unlock();
     send(event);
     lock.lock();

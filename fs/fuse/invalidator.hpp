@@ -7,8 +7,10 @@
 
 #include <fuse_lowlevel.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -27,6 +29,9 @@ class Invalidator {
   // Never blocks on the kernel; safe from any thread, inside a request or not.
   // Events queued before start() wait; they are dropped if stop() comes first.
   void post(const Invalidation& event);
+  // The same, sent once delay has passed (a listing that may still change
+  // within the directory's timestamp tick, dir_ops.cpp).
+  void post_later(const Invalidation& event, std::chrono::steady_clock::duration delay);
 
   // Drops what the kernel caches of inode id (attributes, pages; for a
   // directory its cached listing) before returning, unlike post(). Safe
@@ -46,6 +51,7 @@ class Invalidator {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Invalidation> queue_;
+  std::multimap<std::chrono::steady_clock::time_point, Invalidation> later_;
   bool stopping_ = false;
   fuse_session* session_ = nullptr;
   std::thread thread_;

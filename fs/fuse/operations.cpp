@@ -15,6 +15,7 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   // Without OPEN (fs/README.md) the kernel must send O_TRUNC's truncation as
   // a SETATTR: with atomic_o_trunc it would leave it to the OPEN it skips.
   if (fs != nullptr && !(conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) fs->no_open = false;
+  if (fs != nullptr && !(conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT)) fs->no_opendir = false;
   if (fs != nullptr && fs->no_open)
     conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
   else if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)

@@ -46,11 +46,14 @@ fuse_entry_param remember(Filesystem& fs, Found&& found, const Inode& dir, std::
   return e;
 }
 
-void reply_entry(fuse_req_t req, Filesystem& fs, Found&& found, const Inode& dir, std::string_view name) {
+fuse_ino_t reply_entry(fuse_req_t req, Filesystem& fs, Found&& found, const Inode& dir,
+                       std::string_view name) {
   fuse_entry_param e = remember(fs, std::move(found), dir, name);
   // The request may have been interrupted: then the kernel never learns of
   // this lookup and must not be counted as holding it.
-  if (fuse_reply_entry(req, &e) != 0) fs.inodes.forget(e.ino, 1);
+  if (fuse_reply_entry(req, &e) == 0) return e.ino;
+  fs.inodes.forget(e.ino, 1);
+  return 0;
 }
 
 void reply_attributes(fuse_req_t req, Filesystem& fs, Inode& inode) {

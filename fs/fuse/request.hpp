@@ -68,7 +68,9 @@ void drop_pages_if_changed(Filesystem& fs, Inode& inode, const struct stat& st);
 // describe it for the kernel.
 fuse_entry_param remember(Filesystem& fs, Found&& found, const Inode& dir, std::string_view name);
 // remember() and the reply, undone when the reply does not reach the kernel.
-void reply_entry(fuse_req_t req, Filesystem& fs, Found&& found, const Inode& dir, std::string_view name);
+// The inode id the kernel now holds; 0 when the reply did not reach it.
+fuse_ino_t reply_entry(fuse_req_t req, Filesystem& fs, Found&& found, const Inode& dir,
+                       std::string_view name);
 // The inode's backing attributes now, with its kind's timeout.
 void reply_attributes(fuse_req_t req, Filesystem& fs, Inode& inode);
 

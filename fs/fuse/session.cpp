@@ -183,6 +183,8 @@ bool open_backing(Filesystem& fs, const cli::MountOptions& options, Profile prof
     std::free(real);
   }
   fs.read_only = options.read_only;
+  fs.no_opendir = options.no_opendir;
+  fs.pusher.max_file = options.push_max;
   fs.chown_to_caller = ::geteuid() == 0;
   StoreOptions store_options = cli::store_options(options);
   fs.attach_hooks(store_options);
@@ -262,10 +264,12 @@ std::optional<int> serve(Filesystem& fs, fuse_session* se, bool foreground, std:
   }
   // Threads start only now: fuse_daemonize forks, and threads do not survive a fork.
   fs.invalidator.start(se);
+  fs.pusher.start(se);
   fs.reaper.start([&fs](fuse_ino_t ino) { end_orphaned_writer(fs, ino); });
   std::unique_ptr<fuse_loop_config, LoopConfigDeleter> config(fuse_loop_cfg_create());
   if (!config) {
     fs.reaper.stop();
+    fs.pusher.stop();
     fs.invalidator.stop();
     syslog(LOG_ERR, "sealfs: out of memory");
     return std::nullopt;
@@ -296,6 +300,7 @@ int run_mount(const cli::MountOptions& options, std::ostream& err) {
   // directory lock in the kernel then ends at once instead of holding up the
   // exit. The session must outlive the notifications in flight.
   fs.reaper.stop();
+  fs.pusher.stop();
   fs.invalidator.stop();
   if (*rc < 0) {
     err << "sealfs: session loop failed: " << errno_text(-*rc) << "\n";

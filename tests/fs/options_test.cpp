@@ -45,8 +45,11 @@ TEST(MountOptionsTest, MountFuse3NoiseIsAcceptedAndFuseOptionsPassThrough) {
 
 TEST(MountOptionsTest, NoOpenAndReadOnlyAreRecorded) {
   MountOptions o;
-  EXPECT_FALSE(o.no_open);
+  EXPECT_TRUE(o.no_open) << "no OPEN round trip is the default";
   EXPECT_FALSE(o.read_only);
+  ASSERT_TRUE(apply_option_list("keep_open", o));
+  EXPECT_FALSE(o.no_open);
+  EXPECT_EQ(fuse_option_string(o).find("keep_open"), std::string::npos);
   ASSERT_TRUE(apply_option_list("no_open,ro", o));
   EXPECT_TRUE(o.no_open);
   EXPECT_TRUE(o.read_only);
@@ -56,6 +59,30 @@ TEST(MountOptionsTest, NoOpenAndReadOnlyAreRecorded) {
   ASSERT_TRUE(apply_option_list("rw", o));
   EXPECT_FALSE(o.read_only);
   EXPECT_FALSE(apply_option_list("no_open=1", o)) << "a flag takes no value";
+  EXPECT_FALSE(apply_option_list("keep_open=yes", o)) << "a flag takes no value";
+}
+
+TEST(MountOptionsTest, NoOpendirIsTheDefaultAndKeepOpendirTurnsItOff) {
+  MountOptions o;
+  EXPECT_TRUE(o.no_opendir);
+  ASSERT_TRUE(apply_option_list("keep_opendir", o));
+  EXPECT_FALSE(o.no_opendir);
+  ASSERT_TRUE(apply_option_list("no_opendir", o));
+  EXPECT_TRUE(o.no_opendir);
+  EXPECT_EQ(fuse_option_string(o).find("opendir"), std::string::npos) << "sealfs's own, not libfuse's";
+  EXPECT_FALSE(apply_option_list("keep_opendir=1", o)) << "a flag takes no value";
+}
+
+TEST(MountOptionsTest, PushMaxTakesAByteCount) {
+  MountOptions o;
+  EXPECT_EQ(o.push_max, 64U << 20);
+  ASSERT_TRUE(apply_option_list("push_max=0", o));
+  EXPECT_EQ(o.push_max, 0U);
+  ASSERT_TRUE(apply_option_list("push_max=1048576", o));
+  EXPECT_EQ(o.push_max, 1048576U);
+  EXPECT_FALSE(apply_option_list("push_max=lots", o));
+  EXPECT_FALSE(apply_option_list("push_max", o)) << "a count needs a value";
+  EXPECT_EQ(fuse_option_string(o).find("push_max"), std::string::npos) << "sealfs's own, not libfuse's";
 }
 
 TEST(MountOptionsTest, ConnectionOptionsAreKeptApartFromMountOptions) {

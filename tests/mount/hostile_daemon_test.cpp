@@ -79,11 +79,12 @@ TEST(HostileDaemon, RunningOutOfDescriptorsIsNotDamage) {
   EXPECT_EQ(quarantined_files(mount), std::vector<std::string>{}) << mount.log();
 }
 
-// 1b. Callers' opens cannot use up the daemon's descriptors: past a
-// headroom they are refused with ENFILE, and verification still works.
+// 1b. Callers' opens cannot use up the daemon's descriptors. With OPEN
+// (-o keep_open) each open holds one: past a headroom they are refused with
+// ENFILE, and verification still works.
 TEST(HostileDaemon, CallersOpensLeaveHeadroomForVerification) {
   SEALFS_REQUIRE_FUSE();
-  Mount mount(MountConfig::with({"profile=tilelang", "cache_timeout=0"}));
+  Mount mount(MountConfig::with({"profile=tilelang", "cache_timeout=0", "keep_open"}));
   ASSERT_TRUE(mount.ok()) << mount.error();
   publish_entry(mount, "entry");
   publish_entry(mount, "other");
@@ -113,6 +114,41 @@ TEST(HostileDaemon, CallersOpensLeaveHeadroomForVerification) {
   held.clear();
   ASSERT_EQ(::prlimit(mount.daemon_pid(), RLIMIT_NOFILE, &old, nullptr), 0) << std::strerror(errno);
   EXPECT_EQ(read_file(mount.m("other/b")), "second file");
+  EXPECT_EQ(quarantined_files(mount), std::vector<std::string>{});
+}
+
+// 1c. Without OPEN (the default) a caller's open costs the daemon no
+// descriptor at all: more opens than its limit are held, none refused, and
+// verification and reads still work.
+TEST(HostileDaemon, WithoutOpenCallersOpensCostTheDaemonNothing) {
+  SEALFS_REQUIRE_FUSE();
+  Mount mount(MountConfig::with({"profile=tilelang", "cache_timeout=0"}));
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  publish_entry(mount, "entry");
+  publish_entry(mount, "other");
+  struct rlimit old {};
+  ASSERT_EQ(::prlimit(mount.daemon_pid(), RLIMIT_NOFILE, nullptr, &old), 0) << std::strerror(errno);
+  struct rlimit low {
+    512, old.rlim_max
+  };
+  ASSERT_EQ(::prlimit(mount.daemon_pid(), RLIMIT_NOFILE, &low, nullptr), 0) << std::strerror(errno);
+  std::vector<UniqueFd> held;
+  for (int i = 0; i < 768; ++i) {  // more than the daemon's 512, less than our own 1024
+    UniqueFd fd(::open(mount.m("entry/a").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) {
+      ADD_FAILURE() << "open " << i << ": " << std::strerror(errno);
+      break;
+    }
+    held.push_back(std::move(fd));
+  }
+  EXPECT_EQ(held.size(), 768u);
+  char byte = 0;
+  EXPECT_EQ(::pread(held.back().get(), &byte, 1, 0), 1) << std::strerror(errno);
+  struct stat st {};
+  EXPECT_EQ(::stat(mount.m("other/b").c_str(), &st), 0) << std::strerror(errno);
+  EXPECT_EQ(read_file(mount.m("other/b")), "second file");
+  held.clear();
+  ASSERT_EQ(::prlimit(mount.daemon_pid(), RLIMIT_NOFILE, &old, nullptr), 0) << std::strerror(errno);
   EXPECT_EQ(quarantined_files(mount), std::vector<std::string>{});
 }
 

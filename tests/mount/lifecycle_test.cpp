@@ -142,13 +142,6 @@ INSTANTIATE_TEST_SUITE_P(
                       StartupCase{"NoMountpoint", {"@B"}, "usage"}),
     [](const auto& param_info) { return std::string(param_info.param.name); });
 
-// Pull one counter out of Metrics::to_json()'s flat object.
-long counter(const std::string& json, const std::string& name) {
-  const auto at = json.find("\"" + name + "\":");
-  if (at == std::string::npos) return -1;
-  return std::atol(json.c_str() + at + name.size() + 3);
-}
-
 TEST(MountStatus, PrintsCountersThatChange) {
   SEALFS_REQUIRE_FUSE();
   Mount mount(MountConfig::with({"profile=tilelang"}));

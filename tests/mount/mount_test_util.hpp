@@ -99,4 +99,28 @@ inline bool zero_in_place(const std::string& path) {
   return ::pwrite(fd.get(), zeros.data(), zeros.size(), 0) == static_cast<ssize_t>(zeros.size());
 }
 
+// Pull one counter out of Metrics::to_json()'s flat object (sealfs status).
+inline long counter(const std::string& json, const std::string& name) {
+  const auto at = json.find("\"" + name + "\":");
+  if (at == std::string::npos) return -1;
+  return std::atol(json.c_str() + at + name.size() + 3);
+}
+
+// One of a mount's live counters now (sealfs status); -1 when unreadable.
+inline long daemon_counter(const Mount& mount, const std::string& name) {
+  ProcessResult status = run_process({sealfs_binary(), "status", mount.mountpoint()});
+  return status.status == 0 ? counter(status.out, name) : -1;
+}
+
+// Reads the first byte of a file on M after asking the kernel to drop its
+// pages, so that the READ reaches the daemon (without OPEN the kernel keeps
+// verified pages across opens): 0 when a byte came back, else the errno.
+inline int read_errno_past_page_cache(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return errno;
+  if (::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED) != 0) return EINVAL;
+  char byte = 0;
+  return ::pread(fd.get(), &byte, 1, 0) == 1 ? 0 : errno;
+}
+
 }  // namespace sealfs::test

@@ -13,9 +13,10 @@ namespace {
 
 TEST(Metrics, ZeroJsonListsEveryCounterSorted) {
   Metrics m;
-  EXPECT_EQ(m.to_json(),
-            "{\"abandoned\":0,\"bytes_hashed\":0,\"files_hashed\":0,\"hidden\":0,\"hits\":0,\"lookups\":0,"
-            "\"publishes\":0,\"quarantined\":0,\"rejected\":0,\"seals\":0}");
+  EXPECT_EQ(
+      m.to_json(),
+      "{\"abandoned\":0,\"bytes_hashed\":0,\"bytes_pushed\":0,\"files_hashed\":0,\"hidden\":0,\"hits\":0,"
+      "\"lookups\":0,\"publishes\":0,\"quarantined\":0,\"reads\":0,\"rejected\":0,\"seals\":0}");
 }
 
 TEST(Metrics, EachCounterLandsUnderItsOwnKey) {
@@ -31,10 +32,12 @@ TEST(Metrics, EachCounterLandsUnderItsOwnKey) {
   m.quarantined = 8;
   m.rejected = 9;
   m.seals = 10;
-  EXPECT_EQ(
-      m.to_json(),
-      "{\"abandoned\":1,\"bytes_hashed\":18446744073709551615,\"files_hashed\":3,\"hidden\":4,\"hits\":5,"
-      "\"lookups\":6,\"publishes\":7,\"quarantined\":8,\"rejected\":9,\"seals\":10}");
+  m.reads = 11;
+  m.bytes_pushed = 12;
+  EXPECT_EQ(m.to_json(),
+            "{\"abandoned\":1,\"bytes_hashed\":18446744073709551615,\"bytes_pushed\":12,\"files_hashed\":3,"
+            "\"hidden\":4,\"hits\":5,\"lookups\":6,\"publishes\":7,\"quarantined\":8,\"reads\":11,"
+            "\"rejected\":9,\"seals\":10}");
 }
 
 TEST(Metrics, JsonIsCanonicalOneLine) {

@@ -1,0 +1,119 @@
+#include "fs/fuse/page_push.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "core/base/cancel.hpp"
+#include "fs/fuse/file_handles.hpp"
+#include "fs/fuse/filesystem.hpp"
+
+namespace sealfs::fuse {
+namespace {
+
+// One notify_store per chunk: a bounded copy in the daemon, and a bounded
+// message through /dev/fuse.
+constexpr std::size_t kChunk = 1 << 20;
+// How long a push after a LOOKUP waits for the kernel to make the inode the
+// reply told it of (the task that looked it up does that when it wakes).
+constexpr int kInodeWaits = 40;
+constexpr std::chrono::microseconds kInodeWait{50};
+
+bool sealed_kind(ObjectKind kind) {
+  return kind == ObjectKind::sealed_file || kind == ObjectKind::file_in_entry;
+}
+
+// Reads [off, off + len) of fd into buf; false on a short read (the file
+// shrank: the stamp check would fail anyway) or an error.
+bool read_fully(int fd, char* buf, std::size_t len, off_t off) {
+  std::size_t done = 0;
+  while (done < len) {
+    const ssize_t n = ::pread(fd, buf + done, len - done, off + static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// One notify_store; ENOENT (no such inode yet) retried for a moment when
+// wait_for_inode. No splice: the bytes are in our buffer already.
+bool store_chunk(fuse_session* session, fuse_ino_t ino, off_t off, char* data, std::size_t len,
+                 bool wait_for_inode) {
+  fuse_bufvec bufv = FUSE_BUFVEC_INIT(len);
+  bufv.buf[0].mem = data;
+  for (int attempt = 0;; ++attempt) {
+    const int rc = fuse_lowlevel_notify_store(session, ino, off, &bufv, FUSE_BUF_NO_SPLICE);
+    if (rc == 0) return true;
+    if (rc != -ENOENT || !wait_for_inode || attempt >= kInodeWaits) return false;
+    std::this_thread::sleep_for(kInodeWait);
+  }
+}
+
+// Pushes [from, to) of handle's file into ino's pages. Each chunk is read,
+// then the stamp is checked against the verified one (R2: the bytes read
+// while it held are the verified bytes), then stored. A change stops it.
+void push_range(Filesystem& fs, fuse_ino_t ino, FileHandle& handle, off_t from, off_t to,
+                bool wait_for_inode) {
+  if (!fs.pusher.try_begin()) return;
+  struct End {
+    PagePusher& pusher;
+    ~End() { pusher.end(); }
+  } end{fs.pusher};
+  // A buffer per thread: a fresh megabyte per push would cost its page
+  // faults every time.
+  thread_local std::vector<char> buf;
+  buf.resize(std::min(static_cast<std::size_t>(to - from), kChunk));
+  std::uint64_t pushed = 0;
+  for (off_t off = from; off < to;) {
+    const std::size_t len = std::min(kChunk, static_cast<std::size_t>(to - off));
+    if (!read_fully(handle.fd.get(), buf.data(), len, off) || !still_verified(fs, handle)) break;
+    fuse_session* session = fs.pusher.session();
+    if (session == nullptr || !store_chunk(session, ino, off, buf.data(), len, wait_for_inode && off == from))
+      break;
+    off += static_cast<off_t>(len);
+    pushed += len;
+  }
+  fs.store->metrics().bytes_pushed.fetch_add(pushed, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+void push_after_lookup(Filesystem& fs, fuse_ino_t ino, ObjectKind kind, const struct stat& st) {
+  if (fs.pusher.session() == nullptr || !sealed_kind(kind) || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+      st.st_size > fs.pusher.max_file)
+    return;
+  // The request was answered and is gone: nothing may ask it whether it was
+  // interrupted (a hash in implicit_reader would). A shutdown still cancels.
+  CancelScope after_reply([](void*) { return false; }, nullptr);
+  // Only the lookup that made the kernel's inode: one it held before (made
+  // by CREATE, say) has pages from its writes, and a READ push fills the rest.
+  if (fs.inodes.lookups(ino) != 1) return;
+  InodeRef inode = fs.inodes.get(ino);
+  if (!inode || inode->pages_pushed.exchange(true)) return;
+  if (fs.writers.in_progress(inode->dev, inode->ino) || fs.descriptors_low()) return;
+  auto reader = implicit_reader(fs, inode);
+  if (!reader || !(*reader)->sealed_read) return;
+  push_range(fs, ino, **reader, 0, st.st_size, true);
+}
+
+void push_rest_at_read(Filesystem& fs, fuse_ino_t ino, FileHandle& handle, off_t off, std::size_t size) {
+  if (fs.pusher.session() == nullptr || !handle.sealed_read || !handle.inode ||
+      handle.inode->pages_pushed.exchange(true))
+    return;
+  off_t file_size = 0;
+  {
+    std::lock_guard lock(handle.stamp_mu);
+    file_size = handle.verified.size;
+  }
+  if (file_size > fs.pusher.max_file) return;
+  const off_t end_of_read = off + static_cast<off_t>(size);
+  if (end_of_read < file_size) push_range(fs, ino, handle, end_of_read, file_size, false);
+  if (off > 0) push_range(fs, ino, handle, 0, std::min(off, file_size), false);
+}
+
+}  // namespace sealfs::fuse
