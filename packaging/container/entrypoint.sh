@@ -6,10 +6,12 @@
 # Layout, all in one volume shared with the host (mount propagation rshared /
 # Bidirectional), mounted at /vol:
 #   /vol/backing      SEALFS_BACKING: the real cache; only this container sees it
-#   /vol/view         root 0555; the app's volume (HostToContainer / rslave)
+#   /vol/view         root 0555; the app's volume (read-only, HostToContainer
+#                     / rslave propagation)
 #   /vol/view/cache   SEALFS_MOUNTPOINT: where sealfs mounts. While nothing is
-#                     mounted it is an empty root 0555 directory, so an app
-#                     (not root) only misses and cannot save. Mounted, its root
+#                     mounted it is an empty root 0555 directory in the app's
+#                     read-only volume: the app only misses and cannot save.
+#                     Mounted (the FUSE mount keeps its own rw flag), its root
 #                     shows the backing directory's owner and mode.
 # The app gets the directory above the mount point, never the mount point
 # itself: a bind mount of a path that has a mount on top captures that mount,

@@ -6,7 +6,8 @@
 #  2. the sidecar mounts the view over the backing directory of a shared host
 #     directory; an "app" container (uid 1000, given only the view with rslave
 #     propagation) publishes an entry by TileLang's protocol and loads it;
-#     a file planted in the backing directory stays hidden;
+#     a file planted in the backing directory stays hidden; the app's volume
+#     is read-only, the FUSE mount propagated into it is not;
 #  3. SIGKILL of the sidecar: the app only misses and cannot save (dead mount,
 #     then, once detached, the empty read-only directory), never the raw cache;
 #  4. the sidecar restarts (its entrypoint detaches the dead mount itself) and
@@ -165,6 +166,11 @@ check_only_misses() {  # check_only_misses WHAT EXPECTED_VIEW
   in_app load k1 2>/dev/null
   check "$1: the published entry is a miss" 3 $?
   if in_app save k9 2>/dev/null; then bad "$1: a save succeeded"; else ok "$1: a save fails"; fi
+  if pm exec --user 0 "$app" touch /sealfs/cache/by-root 2>/dev/null; then
+    bad "$1: root in the app could write"
+  else
+    ok "$1: root in the app cannot write either"
+  fi
   check "$1: nothing written into the view's directory" "" "$(ls -A "$vol/view" | grep -v '^cache$')"
 }
 
@@ -176,7 +182,7 @@ check "backing directory owned by SEALFS_OWNER" 1000:1000 "$(stat -c %u:%g "$vol
 echo "raw bytes" > "$vol/backing/planted.txt"  # behind the mount's back: hidden (R3)
 
 pm run -d --name "$app" "${limits[@]}" --network none --user 1000:1000 \
-  --mount "type=bind,src=$vol/view,dst=/sealfs,bind-propagation=rslave" \
+  --mount "type=bind,src=$vol/view,dst=/sealfs,ro=true,bind-propagation=rslave" \
   --entrypoint sleep "$image" infinity >/dev/null || die "podman run (app)"
 check "the app sees the mount" mounted "$(app_view)"
 pm exec "$app" test -e /sealfs/backing

@@ -9,8 +9,8 @@
 2. The pod follows the layout that packaging/tests/container_test.sh runs for
    real under podman: the sidecar is privileged and mounts the shared volume
    with Bidirectional propagation, the app mounts only the view (the
-   directory above the mount point) with HostToContainer and runs as the
-   uid that SEALFS_OWNER gives the backing directory.
+   directory above the mount point) read-only with HostToContainer and runs
+   as the uid that SEALFS_OWNER gives the backing directory.
 3. The checker itself fails on planted mistakes: a misspelt field, a string
    where a bool belongs, a list where an object belongs.
 
@@ -218,10 +218,11 @@ class SidecarYaml(unittest.TestCase):
         self.assertFalse(app.security_context.privileged)
         self.assertFalse(app.security_context.allow_privilege_escalation)
         self.assertEqual(str(app.security_context.run_as_user), owner.split(":")[0])
-        self.assertTrue(app.security_context.run_as_non_root, "root could write into the empty view")
+        self.assertTrue(app.security_context.run_as_non_root)
         for vm in app.volume_mounts:
             host = volumes[vm.name].host_path.path.rstrip("/")
             self.assertEqual(vm.mount_propagation, "HostToContainer", vm.name)
+            self.assertTrue(vm.read_only, "the empty view must not be writable, even for root")
             self.assertNotEqual(vm.name, shared.name, "the app never gets the sidecar's volume")
             self.assertFalse(host_backing == host or host_backing.startswith(host + "/")
                              or host.startswith(host_backing + "/"), "the app never sees the backing directory")
