@@ -58,7 +58,7 @@ cleanup() {
   [ -n "${daemon:-}" ] && kill "$daemon" 2>/dev/null
   for mp in $(mounts_in_root); do umount "$mp" 2>/dev/null || umount -l "$mp"; done
   if [ -n "$(mounts_in_root)" ]; then
-    echo "FAIL: still mounted, $work left in place:"; mounts_in_root
+    echo "FAIL: still mounted, $work left in place:"; mounts_in_root; exit 1
   else
     rm -rf --one-file-system "$work"
   fi
