@@ -8,7 +8,8 @@ set -eu
 build=$1 sealfs=$2 mount_unit=$3
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
-cmake -DCMAKE_INSTALL_PREFIX="$prefix" -P "$build/cmake_install.cmake" >/dev/null
+# Component Unspecified: everything but /etc/sealfs, an absolute path.
+cmake -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_COMPONENT=Unspecified -P "$build/cmake_install.cmake" >/dev/null
 mkdir -p "$prefix/bin" "$prefix/units"
 cp "$sealfs" "$prefix/bin/sealfs"
 unit=$(find "$prefix" -name 'sealfs@.service')
