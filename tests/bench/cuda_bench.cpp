@@ -23,6 +23,7 @@
 
 #include "core/base/unique_fd.hpp"
 #include "core/cuda/cuda.hpp"
+#include "tests/support/fixtures.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace {
@@ -124,8 +125,7 @@ std::vector<char> synthetic_library(const std::string& fixtures) {
 
 int main(int argc, char** argv) {
   // Default: the fixtures beside this source file (tests/fixtures/cuda).
-  const std::string here = __FILE__;
-  const std::string fixtures = argc > 1 ? argv[1] : here.substr(0, here.rfind('/')) + "/../fixtures/cuda";
+  const std::string fixtures = argc > 1 ? argv[1] : (sealfs::test::fixtures_dir() / "cuda").string();
   const double budget_ms = argc > 2 ? std::atof(argv[2]) : 50.0;
 
   const std::vector<char> image = synthetic_library(fixtures);

@@ -7,14 +7,13 @@
 #include <string>
 
 #include "fs/cli/commands.hpp"
+#include "tests/support/fixtures.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace sealfs::cli {
 namespace {
 
-std::filesystem::path fixture_dir() {
-  return std::filesystem::path(__FILE__).parent_path().parent_path() / "fixtures" / "cuda";
-}
+std::filesystem::path fixture_dir() { return sealfs::test::fixtures_dir() / "cuda"; }
 
 TEST(CudaCheck, ExitCodes) {
   test::TempDir dir("sealfs-cuda-check");

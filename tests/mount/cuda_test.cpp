@@ -8,13 +8,12 @@
 
 #include "core/manifest/manifest.hpp"
 #include "tests/mount/mount_test_util.hpp"
+#include "tests/support/fixtures.hpp"
 
 namespace sealfs::test {
 namespace {
 
-std::string cuda_fixture(const std::string& name) {
-  return (std::filesystem::path(__FILE__).parent_path().parent_path() / "fixtures" / "cuda" / name).string();
-}
+std::string cuda_fixture(const std::string& name) { return (fixtures_dir() / "cuda" / name).string(); }
 
 // Stages kernel_lib.so (and params.pkl) under ns/.staging/<name> through the mount.
 std::string stage(const Mount& mount, const std::string& name, const std::string& lib) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/cuda/cuda.hpp"
+#include "tests/support/fixtures.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace sealfs::test::cuda_fixtures {
@@ -23,9 +24,7 @@ namespace sealfs::test::cuda_fixtures {
 namespace fs = std::filesystem;
 using Bytes = std::vector<std::byte>;
 
-inline fs::path fixture_dir() {
-  return fs::path(__FILE__).parent_path().parent_path().parent_path() / "fixtures" / "cuda";
-}
+inline fs::path fixture_dir() { return sealfs::test::fixtures_dir() / "cuda"; }
 
 inline Bytes to_bytes(std::string_view s) {
   Bytes out(s.size());

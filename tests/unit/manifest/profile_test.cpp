@@ -5,18 +5,14 @@
 
 #include <string>
 
+#include "tests/support/fixtures.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace sealfs {
 namespace {
 
-// tests/fixtures/profiles, found from this file's own path (CMake compiles
-// with absolute source paths), so no build-system variable is needed.
-std::string fixture(std::string_view name) {
-  std::string here = __FILE__;
-  std::string unit_dir = here.substr(0, here.rfind('/'));
-  return unit_dir + "/../../fixtures/profiles/" + std::string(name);
-}
+// tests/fixtures/profiles.
+std::string fixture(std::string_view name) { return (fixtures_dir() / "profiles" / name).string(); }
 
 Profile must_parse(std::string_view json) {
   auto p = parse_profile(json);
