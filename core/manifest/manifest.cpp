@@ -15,7 +15,8 @@
 
 #include "core/base/json_dom.hpp"
 #include "core/layout/names.hpp"
-#include "core/layout/paths.hpp"  // kMaxTreeDepth
+#include "core/layout/paths.hpp"   // kMaxTreeDepth
+#include "core/manifest/keys.hpp"  // is_valid_key_id
 
 namespace sealfs {
 
@@ -33,6 +34,9 @@ constexpr std::string_view kKeyVersion = "sealfs";
 constexpr std::string_view kKeyFiles = "files";
 constexpr std::string_view kKeyAccept = "accept";
 constexpr std::string_view kKeyName = "name";
+constexpr std::string_view kKeyMac = "mac";
+constexpr std::string_view kKeyMacKey = "key";
+constexpr std::string_view kKeyMacHmac = "hmac-sha256";
 constexpr std::string_view kKeySha256 = "sha256";
 constexpr std::string_view kKeySize = "size";
 constexpr std::string_view kKeySymlink = "symlink";
@@ -179,7 +183,47 @@ std::string render_file_map(const std::map<std::string, FileRecord>& files) {
 }
 
 bool is_known_key(std::string_view key) {
-  return key == kKeyVersion || key == kKeyFiles || key == kKeyAccept || key == kKeyName;
+  return key == kKeyVersion || key == kKeyFiles || key == kKeyAccept || key == kKeyName || key == kKeyMac;
+}
+
+// "mac": {"hmac-sha256": "<64 lowercase hex>", "key": "<key id>"}, nothing else.
+Result<ManifestMac> parse_mac(const JsonValue& v) {
+  if (!v.IsObject()) return bad("\"mac\" is not an object");
+  auto members = sorted_members(v, "mac");
+  if (!members) return members.error();
+  ManifestMac mac;
+  bool have_key = false;
+  bool have_hmac = false;
+  for (const auto* m : *members) {
+    std::string_view key = view(m->name);
+    if (key == kKeyMacKey) {
+      if (!m->value.IsString() || !is_valid_key_id(view(m->value))) return bad("mac.key: not a key id");
+      mac.key = std::string(view(m->value));
+      have_key = true;
+    } else if (key == kKeyMacHmac) {
+      auto hmac = m->value.IsString() ? sha256_from_hex(view(m->value)) : make_error(EINVAL, "");
+      if (!hmac) return bad("mac.hmac-sha256: not 64 lowercase hex digits");
+      mac.hmac = *hmac;
+      have_hmac = true;
+    } else {
+      return bad("mac: unknown key " + quoted(key));
+    }
+  }
+  if (!have_key || !have_hmac) return bad("mac: needs \"key\" and \"hmac-sha256\"");
+  return mac;
+}
+
+std::string render_mac(const ManifestMac& mac) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  const std::string hex = to_hex(mac.hmac);
+  w.StartObject();  // keys in byte order: hmac-sha256 < key
+  w.Key(kKeyMacHmac.data(), static_cast<rapidjson::SizeType>(kKeyMacHmac.size()));
+  w.String(hex.data(), static_cast<rapidjson::SizeType>(hex.size()));
+  w.Key(kKeyMacKey.data(), static_cast<rapidjson::SizeType>(kKeyMacKey.size()));
+  w.String(mac.key.data(), static_cast<rapidjson::SizeType>(mac.key.size()));
+  w.EndObject();
+  return {buf.GetString(), buf.GetSize()};
 }
 
 // Every string in v (keys included) is strict UTF-8. The raw text was checked
@@ -357,6 +401,10 @@ Result<Manifest> parse_manifest(std::string_view json) {
       if (!val.IsString()) return bad("\"name\" is not a string");
       if (!is_valid_name(view(val))) return bad("\"name\" is not a valid file name");
       m.name = std::string(view(val));
+    } else if (key == kKeyMac) {
+      auto mac = parse_mac(val);
+      if (!mac) return mac.error();
+      m.mac = std::move(*mac);
     } else {
       rapidjson::StringBuffer buf;
       JsonWriter w(buf);
@@ -369,7 +417,7 @@ Result<Manifest> parse_manifest(std::string_view json) {
   return m;
 }
 
-std::string serialize_manifest(const Manifest& manifest) {
+std::string serialize_manifest(const Manifest& manifest, bool with_mac) {
   // Every top-level section rendered to canonical text, then all of them
   // written in key order. Extra sections are re-canonicalised so a caller's
   // spacing can never make two equal manifests differ in bytes.
@@ -378,6 +426,7 @@ std::string serialize_manifest(const Manifest& manifest) {
   sections.emplace_back(kKeyFiles, render_file_map(manifest.files));
   if (!manifest.accept.empty()) sections.emplace_back(kKeyAccept, render_file_map(manifest.accept));
   if (manifest.name) sections.emplace_back(kKeyName, render_string(*manifest.name));
+  if (manifest.mac && with_mac) sections.emplace_back(kKeyMac, render_mac(*manifest.mac));
   for (const auto& [key, text] : manifest.extra) {
     if (is_known_key(key)) continue;  // cannot come from parse; would duplicate a key
     auto canonical = canonical_json(text);

@@ -7,6 +7,7 @@
 //                      "link":{"size":3,"symlink":"a/b"}},
 //  "accept":{"kernel_lib.so":{"sha256":"…","size":12}},   // optional, R6 swaps
 //  "name":"very-long-name…",                                // optional, hashed sidecars
+//  "mac":{"hmac-sha256":"…","key":"k1"},                     // optional, -o key_file
 //  "cuda":{…}, …}                                           // optional extra sections
 #pragma once
 
@@ -32,6 +33,14 @@ struct FileRecord {
   bool operator==(const FileRecord&) const = default;
 };
 
+// A manifest's signature (core/manifest/manifest_mac.hpp says over what):
+// the id of the key that made it and the HMAC-SHA-256.
+struct ManifestMac {
+  std::string key;
+  Sha256 hmac{};
+  bool operator==(const ManifestMac&) const = default;
+};
+
 struct Manifest {
   // Relative paths inside the entry ("kernel_lib.so", "sub/x.bin"), or for a
   // file entry the file's own name. Components are never empty, ".", "..",
@@ -45,6 +54,9 @@ struct Manifest {
   // Further top-level sections (e.g. "cuda"), kept as canonical JSON text,
   // keyed by section name. Unknown sections survive a parse/serialize trip.
   std::map<std::string, std::string> extra;
+  // Written when the daemon has a key (-o key_file); absent otherwise, and
+  // then the bytes are what they were before signatures existed.
+  std::optional<ManifestMac> mac;
 
   bool operator==(const Manifest&) const = default;
 };
@@ -55,9 +67,10 @@ struct Manifest {
 // symlinks stay inside it, symlink_stays_inside), not the format's.
 Result<Manifest> parse_manifest(std::string_view json);
 // Canonical bytes. Keys of `extra` that name a known section ("sealfs",
-// "files", "accept", "name") are skipped; an extra value that is not valid
-// JSON is written as null (parse_manifest never produces either).
-std::string serialize_manifest(const Manifest& manifest);
+// "files", "accept", "name", "mac") are skipped; an extra value that is not
+// valid JSON is written as null (parse_manifest never produces either).
+// with_mac false: the bytes without the "mac" section (what a MAC covers).
+std::string serialize_manifest(const Manifest& manifest, bool with_mac = true);
 
 // Any JSON text in the canonical form used for Manifest::extra (object keys
 // sorted, no spaces); EBADMSG for invalid JSON, duplicate keys, nesting deeper

@@ -25,7 +25,17 @@ Judgement shown(Judgement j, ObjectKind kind) {
   return j;
 }
 
+// An entry whose manifest no listed key signed: foreign (R3), so hidden and
+// left where it is, whatever its files hold.
+Judgement foreign(Judgement j, const EntryVerdict& v) {
+  j.verdict = Verdict::hidden;
+  j.reason = v.reason;
+  j.unauthenticated = true;
+  return j;
+}
+
 Judgement condemned(Judgement j, Verdict verdict, const EntryVerdict& v) {
+  if (v.foreign) return foreign(std::move(j), v);
   j.verdict = verdict;
   j.reason = v.reason;
   j.transient = v.transient;

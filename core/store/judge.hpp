@@ -24,7 +24,7 @@ namespace sealfs {
 enum class Verdict {
   absent,         // no such name
   visible,        // lookup shows it, as `kind`
-  hidden,         // foreign, unlisted, reserved, abandoned…
+  hidden,         // foreign (unsealed, or unsigned with -o key_file), unlisted, reserved, abandoned…
   invalid_self,   // an entry that fails verification: quarantine it (and companions)
   invalid_entry,  // the enclosing entry fails verification: quarantine that
 };
@@ -36,6 +36,9 @@ struct Judgement {
   std::string reason;                   // for hidden/invalid
   std::vector<std::string> companions;  // a file entry's sidecar, moved with it
   bool transient = false;               // invalid only because it changed while judged: judge again
+  // Hidden because its manifest is not signed by a listed key (-o key_file):
+  // foreign, never opened, never quarantined except to free its name (R5).
+  bool unauthenticated = false;
   // A file judged by a manifest (file_in_entry, sealed_file, or a file whose
   // entry is invalid): where that manifest is (its fd borrowed from the
   // context or directory judged in), the file's key in it, and the stamp its

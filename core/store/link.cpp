@@ -65,7 +65,8 @@ Status sealed_link(Store::Impl& s, const Placed& src, const DirContext& dctx, in
     if (auto crash = s.policy.step(step::kAmended)) return *crash;
     return {};
   }
-  if (Status w = s.records.write_sidecar(dst_dir_fd, dn, *rec, std::nullopt, &extras, &src.st); !w) return w;
+  if (Status w = s.records.write_sidecar(dst_dir_fd, dctx.rel, dn, *rec, std::nullopt, &extras, &src.st); !w)
+    return w;
   if (auto crash = s.policy.step(step::kManifestWritten)) return *crash;
   if (Status l = link_at(src, dst_dir_fd, dn, dst_rel); !l) return l;
   if (auto crash = s.policy.step(step::kRenamed)) return *crash;

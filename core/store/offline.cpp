@@ -6,6 +6,7 @@
 #include <cerrno>
 
 #include "core/manifest/manifest_file.hpp"
+#include "core/manifest/manifest_mac.hpp"
 #include "core/store/impl.hpp"
 
 namespace sealfs {
@@ -34,6 +35,13 @@ struct FsckWalk {
       // Could not be checked now (EMFILE, EIO, changed meanwhile…): not damage.
       ++report.unchecked;
       problem(rel, "not checked: " + v->reason);
+      return false;
+    }
+    if (v->foreign) {
+      // Not signed by a listed key (-o key_file): foreign, hidden, never
+      // quarantined (R3); `sealfs adopt --resign` signs it deliberately.
+      ++report.foreign;
+      problem(rel, v->reason);
       return false;
     }
     ++report.invalid;
@@ -112,7 +120,9 @@ struct AdoptWalk {
   // Seals one foreign regular file or symlink where it lies.
   void adopt_file(const DirContext& ctx, int dir_fd, std::string_view name) {
     auto j = s.judge.judge(ctx, dir_fd, name, VerifyDepth::cached);
-    if (!j || j->verdict != Verdict::hidden) return;  // only foreign / unlisted content
+    // Only foreign or unlisted content; what a manifest that no listed key
+    // signed covers is left to --resign, which checks it against that manifest.
+    if (!j || j->verdict != Verdict::hidden || j->unauthenticated) return;
     if (s.records.seal_at(ctx, dir_fd, name, s.policy.durable())) sealed.push_back(ctx.child_rel(name));
   }
 
@@ -171,7 +181,7 @@ Result<std::vector<std::string>> Store::adopt(const std::vector<std::string>& re
       // Trust on first use: the directory as it is becomes an entry.
       auto records = s.records.records_for_tree(dir->get(), "", rel);
       if (!records) return make_error(records.code(), "adopt " + rel + ": " + records.error().message);
-      Status w = write_manifest_atomic(dir->get(), kDirManifest, *records, s.policy.durable());
+      Status w = s.records.write_manifest(dir->get(), kDirManifest, std::move(*records), rel);
       s.places.contexts().moved();  // the directory (and all below it) is an entry now
       if (!w) return w.error();
       if (Status d = s.policy.sync_directory(dir->get()); !d) return d.error();
@@ -183,6 +193,94 @@ Result<std::vector<std::string>> Store::adopt(const std::vector<std::string>& re
     }
   }
   return sealed;
+}
+
+namespace {
+
+// adopt --resign: every entry whose manifest the first key did not sign for
+// its place is checked against that manifest, every file hashed, by a
+// verifier that ignores MACs; where its files match, it is signed.
+struct ResignWalk {
+  Store::Impl& s;
+  EntryVerifier plain;
+  ResignReport& report;
+
+  ResignWalk(Store::Impl& store, ResignReport& out)
+      : s(store), plain(store.verifier, store.options.verdict_ttl, 1u << 13, &store.profile), report(out) {
+    plain.set_max_hashed_size(store.profile.max_file_size);
+  }
+
+  void entry(const EntryLocation& where, const std::string& rel) {
+    auto loaded = read_manifest_at(where.base_fd, where.manifest_name);
+    if (!loaded) {
+      report.refused.push_back(rel + ": " + loaded.error().message);
+      return;
+    }
+    const Manifest& m = loaded->manifest;
+    auto check = check_manifest_mac(m, *s.options.keys, where.place());
+    if (check && *check == MacCheck::authentic && m.mac->key == s.options.keys->signer().id) return;
+    auto v = plain.check(where, VerifyDepth::fresh, ForceHash::every_file());
+    if (!v->valid) {
+      report.refused.push_back(rel + ": " + v->reason);
+      return;
+    }
+    Status w =
+        s.records.resign_verified(where.base_fd, where.manifest_name, v->manifest_stamp, where.place());
+    if (!w) {
+      report.refused.push_back(rel + ": " + w.error().message);
+      return;
+    }
+    report.signed_again.push_back(rel);
+  }
+
+  // ctx's directory dir_fd / name: an entry to re-sign, and (a directory) what lies below it.
+  void visit(const DirContext& ctx, int dir_fd, const std::string& name, int depth) {
+    if (is_reserved_name(name) || s.profile.is_volatile(ctx.child_rel(name))) return;
+    auto st = stat_at(dir_fd, name);
+    if (!st) return;
+    const std::string rel = ctx.child_rel(name);
+    if (S_ISDIR(st->st_mode)) {
+      auto sub = open_beneath(dir_fd, name, O_PATH | O_DIRECTORY);
+      if (!sub) return;
+      if (auto m = stat_at(sub->get(), kDirManifest); m && S_ISREG(m->st_mode))
+        entry(dir_entry_location(sub->get(), *st, rel), rel);
+      walk(sub->get(), depth + 1);
+    } else if ((S_ISREG(st->st_mode) || S_ISLNK(st->st_mode)) && !ctx.entry &&
+               stat_at(dir_fd, sidecar_name(name))) {
+      entry(file_entry_location(dir_fd, name, *st, ctx.rel), rel);
+    }
+  }
+
+  void walk(int dir_fd, int depth) {
+    if (depth > kMaxTreeDepth) return;
+    auto ctx = s.places.context_of(dir_fd);
+    if (!ctx || ctx->is_volatile) return;
+    auto children = read_dir(dir_fd);
+    if (!children) return;
+    for (const auto& c : *children) visit(*ctx, dir_fd, c.name, depth);
+  }
+};
+
+}  // namespace
+
+Result<ResignReport> Store::resign(const std::vector<std::string>& rel_paths) {
+  Impl& s = *impl_;
+  if (!s.options.keys) return make_error(EINVAL, "re-signing needs a key file");
+  ResignReport report;
+  ResignWalk walker(s, report);
+  if (rel_paths.empty()) walker.walk(s.root_fd.get(), 0);
+  for (const auto& rel : rel_paths) {
+    if (split_rel(rel).empty() || !is_valid_manifest_path(rel))
+      return make_error(EINVAL, "resign: invalid path " + rel);
+    auto [parent_rel, name] = split_parent(rel);
+    auto parent = open_beneath(s.root_fd.get(), parent_rel, O_PATH | O_DIRECTORY);
+    if (!parent) return make_error(parent.code(), "resign " + rel + ": " + parent.error().message);
+    auto ctx = s.places.context_of(parent->get());
+    if (!ctx) return ctx.error();
+    walker.visit(*ctx, parent->get(), name, 0);
+  }
+  s.places.contexts().moved();
+  return report;
 }
 
 }  // namespace sealfs

@@ -232,7 +232,7 @@ Status Publisher::amend_dir(const Move& m, int src_fd) {
   if (Status r = m.rename(m.flags); !r) return r;
   if (auto crash = s_.policy.step(step::kRenamed)) return *crash;
   Status amended = s_.records.edit_manifest(
-      entry.fd.get(), entry.st, kDirManifest,
+      entry.fd.get(), entry.st, kDirManifest, entry.rel,
       [&](Manifest& into) {
         drop_records(into, key);
         for (const auto& [k, r] : records->files) into.files[k] = r;
@@ -266,8 +266,9 @@ Status Publisher::publish_dir(const Move& m) {
   if (seal) {
     auto records = s_.records.records_for_tree(src->fd.get(), "", m.dst_rel());
     if (!records) return records.error();
-    // A fresh manifest for the whole tree, whatever src held before.
-    Status w = write_manifest_atomic(src->fd.get(), kDirManifest, *records, s_.policy.durable());
+    // A fresh manifest for the whole tree, whatever src held before, signed
+    // for where it goes.
+    Status w = s_.records.write_manifest(src->fd.get(), kDirManifest, std::move(*records), m.dst_rel());
     if (!w) return w;
     if (Status d = s_.policy.sync_directory(src->fd.get()); !d) return d;
     if (auto crash = s_.policy.step(step::kManifestWritten)) return *crash;
@@ -279,8 +280,20 @@ Status Publisher::publish_dir(const Move& m) {
   // Leaving an entry: the directory now carries its own manifest, so
   // unlisting it from the old entry never shows a partial state.
   if (Status u = unlist_source(m); !u) return u;
-  if (Status r = m.rename(exchange ? RENAME_EXCHANGE : m.flags); !r) return r;
+  // With keys, a manifest's MAC names its place: an entry moved as it is
+  // is signed for dst right before the rename (so dst is whole the moment
+  // it appears; a crash in between hides src, never shows anything
+  // unsigned), and signed back if the rename fails. A container's entries
+  // are signed again after it moved (hidden at their new places meanwhile).
+  const std::string src_rel = m.sctx.child_rel(m.sn);
+  const bool moves_entry = !seal && m.sj.kind == ObjectKind::entry_root;
+  if (moves_entry) (void)s_.records.move_signatures(src->fd.get(), src_rel, m.dst_rel());
+  if (Status r = m.rename(exchange ? RENAME_EXCHANGE : m.flags); !r) {
+    if (moves_entry) (void)s_.records.move_signatures(src->fd.get(), m.dst_rel(), src_rel);
+    return r;
+  }
   if (auto crash = s_.policy.step(step::kRenamed)) return *crash;
+  if (!seal && !moves_entry) (void)s_.records.move_signatures(src->fd.get(), src_rel, m.dst_rel());
   if (exchange)
     s_.consequences.quarantine_object(m.sd, m.sn, dj->st, m.dst_rel(),
                                       "R5: directory holding only hidden objects");
@@ -334,7 +347,7 @@ Status Publisher::amend_file(const Move& m, const FileRecord& rec, const Manifes
   }
   if (old) {
     Status w = s_.records.edit_manifest(
-        entry.fd.get(), entry.st, kDirManifest,
+        entry.fd.get(), entry.st, kDirManifest, entry.rel,
         [&](Manifest& into) {
           into.files[key] = rec;
           into.accept[key] = *old;
@@ -366,7 +379,7 @@ std::optional<FileRecord> Publisher::old_sidecar_record(const Move& m, const Jud
     if (it != v->manifest->files.end()) return it->second;
   }
   auto loaded = read_manifest_at(m.dd, sidecar_name(dn));
-  if (loaded) {
+  if (loaded && s_.records.check_authentic(loaded->manifest, m.dctx.child_rel(dn))) {
     auto it = loaded->manifest.files.find(dn);
     if (it != loaded->manifest.files.end()) return it->second;
   }
@@ -377,7 +390,7 @@ std::optional<FileRecord> Publisher::old_sidecar_record(const Move& m, const Jud
 Status Publisher::publish_file_entry(const Move& m, const FileRecord& rec, const Manifest& extras,
                                      const Judgement& dj) {
   const std::optional<FileRecord> old = old_sidecar_record(m, dj);
-  Status w = s_.records.write_sidecar(m.dd, m.dn, rec, old, &extras, &m.sj.st);
+  Status w = s_.records.write_sidecar(m.dd, m.dctx.rel, m.dn, rec, old, &extras, &m.sj.st);
   if (!w) return w;
   if (auto crash = s_.policy.step(step::kManifestWritten)) return *crash;
   if (Status u = unlist_source(m); !u) return u;
@@ -386,7 +399,7 @@ Status Publisher::publish_file_entry(const Move& m, const FileRecord& rec, const
   if (Status d = sync_parents(m.sd, m.dd); !d) return d;
   if (auto crash = s_.policy.step(step::kDirSynced)) return *crash;
   if (old) {
-    Status f = s_.records.write_sidecar(m.dd, m.dn, rec, std::nullopt, &extras, &m.sj.st);
+    Status f = s_.records.write_sidecar(m.dd, m.dctx.rel, m.dn, rec, std::nullopt, &extras, &m.sj.st);
     if (!f) return f;
     if (Status d = s_.policy.sync_directory(m.dd); !d) return d;
     if (auto crash = s_.policy.step(step::kSidecarFinal)) return *crash;

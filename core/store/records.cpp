@@ -17,6 +17,7 @@
 #include <system_error>
 
 #include "core/manifest/manifest_file.hpp"
+#include "core/manifest/manifest_mac.hpp"
 #include "core/store/impl.hpp"
 #include "core/store/publish.hpp"
 
@@ -265,29 +266,113 @@ Result<Manifest> Records::records_for_tree(int src_fd, const std::string& key_pr
   return m;
 }
 
+Status Records::write_manifest(int dir_fd, std::string_view name, Manifest manifest, std::string_view place,
+                               const std::vector<struct stat>& also) const {
+  if (Status s = sign_manifest(manifest, keys_, place); !s) return s;
+  return write_manifest_atomic(dir_fd, name, manifest, policy_.durable(), also);
+}
+
+Status Records::check_authentic(const Manifest& manifest, std::string_view place) const {
+  if (keys_ == nullptr) return {};
+  auto check = check_manifest_mac(manifest, *keys_, place);
+  if (!check) return check.error();
+  if (*check != MacCheck::authentic)
+    return make_error(EACCES, std::string(place) + ": manifest " + describe_mac(*check, manifest) +
+                                  ": foreign, not changed");
+  return {};
+}
+
 Status Records::edit_manifest(int base_fd, const struct stat& holder, std::string_view manifest_name,
-                              const std::function<Status(Manifest&)>& edit, bool create) const {
+                              std::string_view place, const std::function<Status(Manifest&)>& edit,
+                              bool create) const {
   {
     std::lock_guard lock(manifest_lock(holder));
     Manifest m;
     auto loaded = read_manifest_at(base_fd, manifest_name);
     if (loaded) {
+      if (Status a = check_authentic(loaded->manifest, place); !a) return a;
       m = std::move(loaded->manifest);
     } else if (!(create && loaded.code() == ENOENT)) {
       return loaded.error();
     }
     Status s = edit(m);
     if (!s) return s;
-    s = write_manifest_atomic(base_fd, manifest_name, m, policy_.durable());
+    s = write_manifest(base_fd, manifest_name, std::move(m), place);
     if (!s) return s;
   }
   // The manifest's new name must survive a power cut too.
   return policy_.sync_directory(base_fd);
 }
 
-Status Records::write_sidecar(int dir_fd, std::string_view name, const FileRecord& record,
-                              const std::optional<FileRecord>& accept, const Manifest* extras,
-                              const struct stat* source) const {
+namespace {
+
+// One manifest of a moved tree, signed again for its new place when it was
+// signed for its old one (Records::move_signatures).
+struct Resigner {
+  const Records& records;
+  const KeyRing& keys;
+
+  void resign(int dir_fd, std::string_view name, const std::string& old_place, const std::string& new_place) {
+    auto holder = stat_fd(dir_fd);
+    if (!holder) return;
+    std::lock_guard lock(Records::manifest_lock(*holder));
+    auto loaded = read_manifest_at(dir_fd, name);
+    if (!loaded) return;
+    auto check = check_manifest_mac(loaded->manifest, keys, old_place);
+    if (!check || *check != MacCheck::authentic) return;  // foreign before the move: foreign after it
+    (void)records.write_manifest(dir_fd, name, std::move(loaded->manifest), new_place);
+  }
+
+  // dir_fd was at old_rel and is at new_rel now.
+  void walk(int dir_fd, const std::string& old_rel, const std::string& new_rel, int depth) {
+    if (depth > kMaxTreeDepth) return;
+    auto children = read_dir(dir_fd);
+    if (!children) return;
+    for (const auto& c : *children) {
+      if (c.name == kDirManifest) {
+        resign(dir_fd, c.name, old_rel, new_rel);
+      } else if (c.name.size() > kSidecarPrefix.size() && c.name.starts_with(kSidecarPrefix)) {
+        // A sidecar's place is its file's: the one name it lists.
+        auto loaded = read_manifest_at(dir_fd, c.name);
+        if (!loaded || loaded->manifest.files.size() != 1) continue;
+        const std::string& file = loaded->manifest.files.begin()->first;
+        if (sidecar_name(file) != c.name) continue;
+        resign(dir_fd, c.name, join_rel(old_rel, file), join_rel(new_rel, file));
+      } else if (!is_reserved_name(c.name)) {
+        auto st = stat_at(dir_fd, c.name);
+        if (!st || !S_ISDIR(st->st_mode)) continue;
+        auto sub = open_beneath(dir_fd, c.name, O_PATH | O_DIRECTORY);
+        if (sub) walk(sub->get(), join_rel(old_rel, c.name), join_rel(new_rel, c.name), depth + 1);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+Status Records::resign_verified(int dir_fd, std::string_view name, const Stamp& verified,
+                                std::string_view place) const {
+  auto holder = stat_fd(dir_fd);
+  if (!holder) return holder.error();
+  {
+    std::lock_guard lock(manifest_lock(*holder));
+    auto loaded = read_manifest_at(dir_fd, name);
+    if (!loaded) return loaded.error();
+    if (!(loaded->stamp == verified)) return make_error(EAGAIN, "manifest changed while it was verified");
+    if (Status w = write_manifest(dir_fd, name, std::move(loaded->manifest), place); !w) return w;
+  }
+  return policy_.sync_directory(dir_fd);
+}
+
+Status Records::move_signatures(int dir_fd, const std::string& old_rel, const std::string& new_rel) const {
+  if (keys_ == nullptr || old_rel == new_rel) return {};
+  Resigner{*this, *keys_}.walk(dir_fd, old_rel, new_rel, 0);
+  return {};
+}
+
+Status Records::write_sidecar(int dir_fd, std::string_view dir_rel, std::string_view name,
+                              const FileRecord& record, const std::optional<FileRecord>& accept,
+                              const Manifest* extras, const struct stat* source) const {
   Manifest m;
   m.files[std::string(name)] = record;
   if (accept) m.accept[std::string(name)] = *accept;
@@ -298,12 +383,12 @@ Status Records::write_sidecar(int dir_fd, std::string_view name, const FileRecor
   std::lock_guard lock(manifest_lock(*holder));
   std::vector<struct stat> also;
   if (source) also.push_back(*source);
-  return write_manifest_atomic(dir_fd, sidecar_name(name), m, policy_.durable(), also);
+  return write_manifest(dir_fd, sidecar_name(name), std::move(m), join_rel(dir_rel, name), also);
 }
 
 Status Records::unlist(const EntryRoot& entry, std::string_view key) const {
   return edit_manifest(
-      entry.fd.get(), entry.st, kDirManifest,
+      entry.fd.get(), entry.st, kDirManifest, entry.rel,
       [&](Manifest& m) {
         drop_records(m, key);
         return Status{};
@@ -314,7 +399,7 @@ Status Records::unlist(const EntryRoot& entry, std::string_view key) const {
 Status Records::list_record(const EntryRoot& entry, std::string_view key, const FileRecord& rec,
                             const Manifest& extras) const {
   return edit_manifest(
-      entry.fd.get(), entry.st, kDirManifest,
+      entry.fd.get(), entry.st, kDirManifest, entry.rel,
       [&](Manifest& m) {
         drop_records(m, key);
         m.files[std::string(key)] = rec;
@@ -340,7 +425,7 @@ Status Records::seal_at(const DirContext& ctx, int dir_fd, std::string_view name
   if (ctx.entry) {
     if (Status s = list_record(*ctx.entry, how.key, *rec, extras); !s) return s;
   } else {
-    if (Status s = write_sidecar(dir_fd, name, *rec, std::nullopt, &extras); !s) return s;
+    if (Status s = write_sidecar(dir_fd, ctx.rel, name, *rec, std::nullopt, &extras); !s) return s;
     if (Status s = policy_.sync_directory(dir_fd); !s) return s;
   }
   if (auto crash = policy_.step(seal_steps::kManifestWritten)) return *crash;

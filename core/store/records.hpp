@@ -44,9 +44,15 @@ struct RecordOptions {
 class Records {
  public:
   // All of them must outlive this object (they live in Store::Impl).
+  // keys: null, or the key ring that signs every manifest written (-o key_file).
   Records(const Profile& profile, const ValidatorRegistry& validators, const Policy& policy, Metrics& metrics,
-          Verifier& verifier)
-      : profile_(profile), validators_(validators), policy_(policy), metrics_(metrics), verifier_(verifier) {}
+          Verifier& verifier, const KeyRing* keys = nullptr)
+      : profile_(profile),
+        validators_(validators),
+        policy_(policy),
+        metrics_(metrics),
+        verifier_(verifier),
+        keys_(keys) {}
 
   // The stripe lock of the manifest(s) held by the directory `holder`.
   static std::mutex& manifest_lock(const struct stat& holder);
@@ -63,21 +69,44 @@ class Records {
   Result<Manifest> records_for_tree(int src_fd, const std::string& key_prefix,
                                     const std::string& dst_rel) const;
 
-  // Read-modify-write of base_fd/manifest_name under its stripe lock, written
-  // atomically (fsync per durability). A missing manifest starts empty when
-  // create is set, else ENOENT. holder: stat of base_fd.
+  // Every manifest the store writes goes through here: signed for place
+  // (manifest_mac.hpp) when there are keys, its MAC dropped when not, then
+  // write_manifest_atomic.
+  Status write_manifest(int dir_fd, std::string_view name, Manifest manifest, std::string_view place,
+                        const std::vector<struct stat>& also = {}) const;
+  // With keys: EACCES unless the manifest is signed for place by a listed
+  // key. What the store edits it re-signs, so it must never edit (and so
+  // vouch for) a manifest someone without a key wrote.
+  Status check_authentic(const Manifest& manifest, std::string_view place) const;
+  // Read-modify-write of base_fd/manifest_name (the manifest of the entry at
+  // place) under its stripe lock, written atomically (fsync per durability).
+  // A missing manifest starts empty when create is set, else ENOENT; one not
+  // signed for place, with keys, is EACCES (check_authentic). holder: stat of base_fd.
   Status edit_manifest(int base_fd, const struct stat& holder, std::string_view manifest_name,
-                       const std::function<Status(Manifest&)>& edit, bool create) const;
+                       std::string_view place, const std::function<Status(Manifest&)>& edit,
+                       bool create) const;
+  // With keys, after a directory moved from old_rel to new_rel (an entry
+  // root, or a container holding entries): every manifest in it that was
+  // signed for its old place is signed again for its new one. A manifest
+  // not signed for its old place stays as it is (foreign it was, foreign it
+  // stays). Without keys nothing to do.
+  Status move_signatures(int dir_fd, const std::string& old_rel, const std::string& new_rel) const;
+  bool signs() const { return keys_ != nullptr; }
+  // Signs dir_fd/name for place with the first key, as it is, if it still
+  // has the stamp `verified` (EAGAIN when it changed since): adopt --resign.
+  Status resign_verified(int dir_fd, std::string_view name, const Stamp& verified,
+                         std::string_view place) const;
   // The entry's manifest without key (and without anything below it).
   Status unlist(const EntryRoot& entry, std::string_view key) const;
   // The entry's manifest with key recorded as rec (replacing what was there)
   // and extras' validator sections merged in.
   Status list_record(const EntryRoot& entry, std::string_view key, const FileRecord& rec,
                      const Manifest& extras) const;
-  // Writes the sidecar of dir_fd/name recording `record` (and `accept`).
+  // Writes the sidecar of dir_fd/name recording `record` (and `accept`);
+  // dir_rel: dir_fd's path below the root (what the MAC binds).
   // source: the file about to take that name (a publish writes the sidecar
   // first), counted with whatever the name holds now for the sidecar's access.
-  Status write_sidecar(int dir_fd, std::string_view name, const FileRecord& record,
+  Status write_sidecar(int dir_fd, std::string_view dir_rel, std::string_view name, const FileRecord& record,
                        const std::optional<FileRecord>& accept, const Manifest* extras,
                        const struct stat* source = nullptr) const;
 
@@ -96,6 +125,7 @@ class Records {
   const Policy& policy_;
   Metrics& metrics_;
   Verifier& verifier_;
+  const KeyRing* keys_;
 };
 
 // Adds every section of `from.extra` into `into.extra`, entry by entry.

@@ -146,6 +146,7 @@ Status recheck_opened(Store::Impl& s, Judgement& j, const struct stat& st, const
     v = s.entries.check(*j.where, VerifyDepth::fresh);
   if (!v || v->valid) return {};
   if (v->error) return make_error(v->error, rel + ": " + v->reason);  // no verdict: say why
+  if (v->foreign) return make_error(ENOENT, rel + ": " + v->reason);  // hidden, left in place (R3)
   j.verdict = j.where->file_entry ? Verdict::invalid_self : Verdict::invalid_entry;
   j.reason = v->reason;
   j.transient = v->transient;
@@ -165,6 +166,7 @@ Result<UniqueFd> open_for_reading(Store::Impl& s, int path_fd, int flags, const 
   auto j = s.judge.judge(ctx, placed->parent.get(), placed->name, VerifyDepth::cached);
   if (!j) return j.error();
   if (!same_object(j->st, st)) return open_replaced(s.entries, path_fd, flags, st, replaced);
+  if (j->unauthenticated) return make_error(ENOENT, placed->rel + ": " + j->reason);
   if (j->sealed_file()) {
     if (Status checked = recheck_opened(s, *j, st, placed->rel); !checked) return checked.error();
   }
@@ -192,9 +194,10 @@ Store::Impl::Impl(UniqueFd root, std::string root_path, const struct stat& root_
       places(root_fd.get(), std::move(root_path), root_st, profile, options.verdict_ttl),
       judge(profile, entries, policy),
       consequences(root_fd.get(), judge, places, entries, quarantine, options.on_invalidate),
-      records(profile, options.validators, policy, metrics, verifier) {
+      records(profile, options.validators, policy, metrics, verifier, options.keys.get()) {
   entries.set_max_hashed_size(profile.max_file_size);
   entries.set_in_progress([this](const struct stat& st) { return policy.in_progress(st); });
+  entries.set_keys(options.keys);
   if (options.fault_hook)
     verifier.set_mid_hash_hook([hook = options.fault_hook] { hook(seal_steps::kHashing); });
 }

@@ -24,6 +24,7 @@
 #include "core/base/result.hpp"
 #include "core/base/unique_fd.hpp"
 #include "core/layout/names.hpp"
+#include "core/manifest/keys.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/profile.hpp"
 #include "core/verify/validator.hpp"
@@ -93,6 +94,13 @@ struct FsckReport {
   std::vector<std::string> problems;  // "<rel path>: <reason>", one per finding
 };
 
+// What Store::resign did: entries signed again, and those it left
+// ("<rel path>: <reason>": files that do not match their manifest, …).
+struct ResignReport {
+  std::vector<std::string> signed_again;
+  std::vector<std::string> refused;
+};
+
 struct StoreOptions {
   Durability durability = Durability::fsync;
   VerifyMode verify = VerifyMode::changed;
@@ -102,6 +110,10 @@ struct StoreOptions {
   std::uint64_t quarantine_max_objects = 1000;  // oldest removed first beyond these
   std::uint64_t quarantine_max_bytes = 1ull << 30;
   ValidatorRegistry validators = default_validators();
+  // -o key_file: the first key signs every manifest written, and an entry
+  // whose manifest no listed key signed for its place is foreign (R3:
+  // hidden, never quarantined). Null: manifests are neither signed nor checked.
+  std::shared_ptr<const KeyRing> keys;
   // R4: true while (dev, ino) is open for writing through the mount.
   std::function<bool(dev_t, ino_t)> in_progress;
   // Called (from any thread, never under a store lock) when cached kernel
@@ -207,6 +219,12 @@ class Store {
   // Seal foreign content deliberately (trust on first use). rel paths relative
   // to the root; empty = every foreign file and unsealed directory under the root.
   Result<std::vector<std::string>> adopt(const std::vector<std::string>& rel_paths);
+  // With keys (EINVAL without): every entry at or below rel_paths (empty:
+  // all of B) whose manifest is not signed by the first key for its place
+  // (unsigned, another key's, a MAC that does not match) is verified against
+  // that manifest, every file hashed, and signed with the first key where
+  // its files match (`sealfs adopt --resign`: trust on purpose).
+  Result<ResignReport> resign(const std::vector<std::string>& rel_paths);
 
   // ---- Attributes, links, extended attributes, space (attributes.cpp) ------
   // What the adapter needs besides the rules above, so that fs/ makes no

@@ -9,6 +9,7 @@
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"
 #include "core/manifest/manifest_file.hpp"
+#include "core/manifest/manifest_mac.hpp"
 
 namespace sealfs {
 namespace {
@@ -56,6 +57,23 @@ bool load_manifest(const EntryLocation& where, EntryVerdict& v) {
   v.manifest_stamp = loaded->stamp;
   v.manifest = std::make_shared<const Manifest>(std::move(loaded->manifest));
   return true;
+}
+
+// With keys: the manifest must be signed for its place by one of them; an
+// entry whose manifest is not is foreign (v.foreign), not damaged.
+bool manifest_authentic(const KeyRing* keys, const Manifest& manifest, EntryVerdict& v) {
+  if (keys == nullptr) return true;
+  auto check = check_manifest_mac(manifest, *keys, v.place);
+  if (!check) {
+    v.reason = "manifest: cannot check its MAC (" + check.error().message + ")";
+    v.transient = true;
+    v.error = check.code();
+    return false;
+  }
+  if (*check == MacCheck::authentic) return true;
+  v.reason = "foreign: manifest " + describe_mac(*check, manifest);
+  v.foreign = true;
+  return false;
 }
 
 // A file entry's sidecar lists exactly its file, under its name, and the
@@ -209,11 +227,16 @@ EntryVerifier::EntryVerifier(Verifier& verifier, std::chrono::nanoseconds ttl, s
                              const Profile* profile)
     : verifier_(verifier), profile_(profile), ttl_(ttl), max_cached_(max_cached == 0 ? 1 : max_cached) {}
 
+std::string EntryLocation::place() const { return file_entry ? join_rel(rel, file_name) : rel; }
+
 std::shared_ptr<const EntryVerdict> EntryVerifier::find(const Verdicts& in, const EntryLocation& where,
                                                         const Stamp& manifest_stamp) {
   std::lock_guard lock(mu_);
   auto it = in.find({where.dev, where.ino});
   if (it == in.end() || !(it->second->manifest_stamp == manifest_stamp)) return nullptr;
+  // A MAC holds for one place: an entry moved behind the mount keeps its
+  // inode and manifest, and must be checked again where it is now.
+  if (keys_ && it->second->place != where.place()) return nullptr;
   return it->second;
 }
 
@@ -311,8 +334,10 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::verify(const EntryLocation& w
   auto v = std::make_shared<EntryVerdict>();
   v->checked = std::chrono::steady_clock::now();
   v->hashed = hash;
+  v->place = where.place();
   if (!load_manifest(where, *v)) return v;
   const Manifest& manifest = *v->manifest;
+  if (!manifest_authentic(keys_.get(), manifest, *v)) return v;
   if (where.file_entry && !file_entry_is_itself(where, manifest, *v)) return v;
   if (!listed_paths_acceptable(manifest, max_hashed_size_, *v)) return v;
   if (!symlink_records_allowed(where, manifest, profile_, *v)) return v;

@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/manifest/keys.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/profile.hpp"
 #include "core/verify/verifier.hpp"
@@ -43,6 +44,14 @@ struct EntryVerdict {
   // Valid apart from listed files being written through M right now (R4):
   // their seal or abandon will rewrite the manifest. Never cached.
   bool amending = false;
+  // With keys (-o key_file): the manifest is not signed for this place by a
+  // listed key. Foreign content (R3): hidden, kept in place until its name
+  // is needed (R5), never quarantined, never counted as damage.
+  bool foreign = false;
+  // The place the manifest was checked for (manifest_mac.hpp): a verdict
+  // answers only for the same place (an entry renamed behind the mount is
+  // verified again there).
+  std::string place;
 };
 
 // Where an entry's manifest and files are.
@@ -56,6 +65,10 @@ struct EntryLocation {
   // The manifest's directory below the backing root (the entry directory, or
   // a file entry's parent): rel/<manifest key> is what the profile decides on.
   std::string rel;
+
+  // What a MAC binds the manifest to: the entry directory's path, or the
+  // file entry's own (rel/file_name).
+  std::string place() const;
 };
 
 // Which listed files a check hashes even when their stamps are unchanged.
@@ -107,6 +120,9 @@ class EntryVerifier {
   void set_in_progress(std::function<bool(const struct stat&)> in_progress) {
     in_progress_ = std::move(in_progress);
   }
+  // Manifests must be signed by one of these keys for their place (null:
+  // no MAC is checked). Set before the first check.
+  void set_keys(std::shared_ptr<const KeyRing> keys) { keys_ = std::move(keys); }
   // The cached verdict of the entry object (dev, ino), whatever its age and
   // whatever its manifest holds now (for objects replaced since verified).
   std::shared_ptr<const EntryVerdict> cached_by_key(dev_t dev, ino_t ino);
@@ -131,6 +147,7 @@ class EntryVerifier {
   std::size_t max_cached_;
   std::uint64_t max_hashed_size_ = UINT64_MAX;
   std::function<bool(const struct stat&)> in_progress_;
+  std::shared_ptr<const KeyRing> keys_;
   bool listed_file_in_progress(int base_fd, const std::string& path) const;
   using Key = std::pair<dev_t, ino_t>;
   using Verdicts = std::map<Key, std::shared_ptr<const EntryVerdict>>;

@@ -4,8 +4,12 @@
 
 namespace sealfs::cli {
 
-int run_adopt(const BackingOptions& options, const std::vector<std::string>& paths, std::ostream& out,
-              std::ostream& err) {
+int run_adopt(const BackingOptions& options, const std::vector<std::string>& paths, bool resign,
+              std::ostream& out, std::ostream& err) {
+  if (resign && options.key_file.empty()) {
+    err << "sealfs: adopt --resign needs a key file (--key-file PATH or -o key_file=PATH)\n";
+    return 1;
+  }
   auto store = open_offline_store(options, err);
   if (!store) return 1;
   auto adopted = (*store)->adopt(paths);
@@ -14,7 +18,15 @@ int run_adopt(const BackingOptions& options, const std::vector<std::string>& pat
     return 1;
   }
   for (const auto& path : *adopted) out << "adopted " << path << "\n";
-  return 0;
+  if (!resign) return 0;
+  auto resigned = (*store)->resign(paths);
+  if (!resigned) {
+    err << "sealfs: adopt --resign: " << resigned.error().message << "\n";
+    return 1;
+  }
+  for (const auto& path : resigned->signed_again) out << "re-signed " << path << "\n";
+  for (const auto& problem : resigned->refused) out << "not re-signed " << problem << "\n";
+  return resigned->refused.empty() ? 0 : 4;
 }
 
 }  // namespace sealfs::cli

@@ -23,9 +23,11 @@ int run_status(const std::string& mountpoint, std::ostream& out, std::ostream& e
 // 8 the check itself failed.
 int run_fsck(const BackingOptions& options, bool repair, std::ostream& out, std::ostream& err);
 
-// `sealfs adopt BACKING [PATH…]`: seal foreign content deliberately.
-int run_adopt(const BackingOptions& options, const std::vector<std::string>& paths, std::ostream& out,
-              std::ostream& err);
+// `sealfs adopt [--resign] BACKING [PATH…]`: seal foreign content
+// deliberately; resign (needs a key file): re-sign entries that its first
+// key did not sign, where their files match their manifest.
+int run_adopt(const BackingOptions& options, const std::vector<std::string>& paths, bool resign,
+              std::ostream& out, std::ostream& err);
 
 // `sealfs cuda-check FILE…`: one line per file on out, problems on err.
 // Exit code: 0 all sound (a library without CUDA images is sound), 1 any

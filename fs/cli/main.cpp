@@ -34,6 +34,8 @@ struct Parsed {
   MountOptions offline;
   std::vector<std::string> offline_lists;
   bool repair = false;
+  std::string key_file;  // --key-file: the same as -o key_file=
+  bool resign = false;
   std::vector<std::string> adopt_paths;
   std::string status_mountpoint;
   std::string cuda_mode = "structural";
@@ -48,7 +50,7 @@ void add_mount_form(CLI::App& app, Parsed& p) {
   app.add_flag("-f,--foreground", p.mount.foreground, "stay in the foreground");
   app.add_flag("-d,--debug", p.mount.debug, "FUSE debug output (implies -f)");
   app.add_option("-o", p.mount_lists,
-                 "options: profile=, verify=, durability=, cache_timeout=, cuda_validate=, "
+                 "options: profile=, verify=, durability=, cache_timeout=, cuda_validate=, key_file=, "
                  "and FUSE's own (allow_other, auto_unmount, …)")
       ->allow_extra_args(false);
   app.add_option("backing", p.mount.backing, "the backing directory B");
@@ -59,10 +61,15 @@ void add_subcommands(CLI::App& app, Parsed& p) {
   p.fsck = app.add_subcommand("fsck", "verify every entry of B offline");
   p.fsck->add_flag("--repair", p.repair, "quarantine invalid entries");
   p.fsck->add_option("-o", p.offline_lists, "profile=… and other sealfs options")->allow_extra_args(false);
+  p.fsck->add_option("--key-file,--key", p.key_file, "key file: manifests must be signed by its keys");
   p.fsck->add_option("backing", p.offline.backing, "the backing directory B")->required();
 
   p.adopt = app.add_subcommand("adopt", "seal foreign content in B deliberately (trust on first use)");
   p.adopt->add_option("-o", p.offline_lists, "profile=… and other sealfs options")->allow_extra_args(false);
+  p.adopt->add_option("--key-file,--key", p.key_file, "key file: what is adopted is signed by its first key");
+  p.adopt->add_flag("--resign", p.resign,
+                    "also re-sign, with the first key, entries whose manifest it did not sign (unsigned, "
+                    "another key's, or not matching) when their files match the manifest");
   p.adopt->add_option("backing", p.offline.backing, "the backing directory B")->required();
   p.adopt->add_option("paths", p.adopt_paths, "paths relative to B (default: all foreign content)");
 
@@ -74,15 +81,22 @@ void add_subcommands(CLI::App& app, Parsed& p) {
   p.cuda->add_option("files", p.cuda_files, "files to check")->required();
 }
 
+// The offline commands' options: the -o lists, then --key-file.
+bool apply_offline(Parsed& p) {
+  if (!apply_lists(p.offline_lists, p.offline)) return false;
+  if (!p.key_file.empty()) p.offline.key_file = p.key_file;
+  return true;
+}
+
 // The command chosen, run; its exit status.
 int dispatch(Parsed& p) {
   if (*p.fsck) {
-    if (!apply_lists(p.offline_lists, p.offline)) return 8;
+    if (!apply_offline(p)) return 8;
     return sealfs::cli::run_fsck(p.offline, p.repair, std::cout, std::cerr);
   }
   if (*p.adopt) {
-    if (!apply_lists(p.offline_lists, p.offline)) return 1;
-    return sealfs::cli::run_adopt(p.offline, p.adopt_paths, std::cout, std::cerr);
+    if (!apply_offline(p)) return 1;
+    return sealfs::cli::run_adopt(p.offline, p.adopt_paths, p.resign, std::cout, std::cerr);
   }
   if (*p.status) return sealfs::cli::run_status(p.status_mountpoint, std::cout, std::cerr);
   if (*p.cuda) return sealfs::cli::run_cuda_check(p.cuda_files, p.cuda_mode, std::cout, std::cerr);

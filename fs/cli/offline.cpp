@@ -16,6 +16,12 @@ Result<std::unique_ptr<Store>> open_offline_store(const BackingOptions& options,
     return profile.error();
   }
   StoreOptions offline = store_options(options);
+  auto keys = load_keys(options);
+  if (!keys) {
+    err << "sealfs: " << keys.error().message << "\n";
+    return keys.error();
+  }
+  offline.keys = std::move(*keys);
   offline.verify = VerifyMode::always;  // offline checks hash everything they check
   auto store = Store::open_backing(options.backing, std::move(*profile), std::move(offline));
   if (!store)

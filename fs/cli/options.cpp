@@ -102,6 +102,9 @@ std::optional<Status> apply_backing_option(const Option& opt, BackingOptions& o)
     if (auto mode = cuda::parse_mode(opt.value); !mode)
       return make_error(EINVAL, "cuda_validate must be off, structural or driver, not '" + value + "'");
     o.cuda_validate = value;
+  } else if (opt.key == "key_file") {
+    if (auto s = opt.need_value(); !s) return s;
+    o.key_file = value;
   } else {
     return std::nullopt;
   }
@@ -215,6 +218,13 @@ StoreOptions store_options(const BackingOptions& options) {
       std::chrono::duration<double>(options.cache_timeout));
   out.validators = default_validators(options.cuda_validate);
   return out;
+}
+
+Result<std::shared_ptr<const KeyRing>> load_keys(const BackingOptions& options) {
+  if (options.key_file.empty()) return std::shared_ptr<const KeyRing>();
+  auto keys = load_key_file(options.key_file);
+  if (!keys) return keys.error();
+  return std::shared_ptr<const KeyRing>(std::make_shared<KeyRing>(std::move(*keys)));
 }
 
 }  // namespace sealfs::cli

@@ -3,11 +3,13 @@
 // so it can be tested without a mount.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/base/result.hpp"
+#include "core/manifest/keys.hpp"
 #include "core/store/store.hpp"
 
 namespace sealfs::cli {
@@ -21,6 +23,8 @@ struct BackingOptions {
   Durability durability = Durability::fsync;
   double cache_timeout = 1.0;  // seconds; kernel entry/attr timeouts and verdict TTL
   std::string cuda_validate = "structural";
+  // -o key_file=PATH: manifests are signed and must verify (core/manifest/keys.hpp).
+  std::string key_file;
 };
 
 // The mount command's: B's, plus where and how to mount.
@@ -59,5 +63,8 @@ std::string fuse_option_string(const MountOptions& options);
 // The one place options become StoreOptions (the mount and the offline
 // commands); the caller adds what is its own (hooks, verify=always).
 StoreOptions store_options(const BackingOptions& options);
+// The keys of options.key_file (null when none is set): the one line to
+// print on failure is the error's message.
+Result<std::shared_ptr<const KeyRing>> load_keys(const BackingOptions& options);
 
 }  // namespace sealfs::cli

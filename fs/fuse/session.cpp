@@ -187,6 +187,12 @@ bool open_backing(Filesystem& fs, const cli::MountOptions& options, Profile prof
   fs.pusher.max_file = options.push_max;
   fs.chown_to_caller = ::geteuid() == 0;
   StoreOptions store_options = cli::store_options(options);
+  auto keys = cli::load_keys(options);
+  if (!keys) {
+    err << "sealfs: " << keys.error().message << "\n";
+    return false;
+  }
+  store_options.keys = std::move(*keys);
   fs.attach_hooks(store_options);
 #ifdef SEALFS_FAULT_INJECTION
   install_fault_hook(store_options);

@@ -17,6 +17,19 @@ TEST(MountOptionsTest, SealfsOptionsAreParsed) {
   EXPECT_TRUE(o.fuse_options.empty());
 }
 
+TEST(MountOptionsTest, KeyFileIsRecordedAndLoadedOnlyWhenSet) {
+  MountOptions o;
+  ASSERT_TRUE(load_keys(o).ok());
+  EXPECT_EQ(*load_keys(o), nullptr);  // no key_file: nothing signed or checked
+  ASSERT_TRUE(apply_option_list("profile=tilelang,key_file=/nonexistent/sealfs.keys", o));
+  EXPECT_EQ(o.key_file, "/nonexistent/sealfs.keys");
+  EXPECT_TRUE(o.fuse_options.empty());  // sealfs's own, never handed to libfuse
+  auto keys = load_keys(o);
+  ASSERT_FALSE(keys.ok());
+  EXPECT_EQ(keys.code(), ENOENT);
+  EXPECT_NE(keys.error().message.find("key file /nonexistent/sealfs.keys"), std::string::npos);
+}
+
 TEST(MountOptionsTest, UnknownOptionIsRefusedByName) {
   MountOptions o;
   auto s = apply_option_list("profile=generic,frobnicate", o);
@@ -26,8 +39,9 @@ TEST(MountOptionsTest, UnknownOptionIsRefusedByName) {
 }
 
 TEST(MountOptionsTest, BadValuesAreRefused) {
-  for (const char* bad : {"verify=sometimes", "durability=maybe", "cache_timeout=-1", "cache_timeout=abc",
-                          "cache_timeout=", "cuda_validate=gpu", "profile=", "fsname="}) {
+  for (const char* bad :
+       {"verify=sometimes", "durability=maybe", "cache_timeout=-1", "cache_timeout=abc",
+        "cache_timeout=", "cuda_validate=gpu", "profile=", "fsname=", "key_file=", "key_file"}) {
     MountOptions o;
     EXPECT_EQ(apply_option_list(bad, o).code(), EINVAL) << bad;
   }
