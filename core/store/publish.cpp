@@ -279,7 +279,17 @@ Status Publisher::publish_dir(const Move& m) {
   // Leaving an entry: the directory now carries its own manifest, so
   // unlisting it from the old entry never shows a partial state.
   if (Status u = unlist_source(m); !u) return u;
-  if (Status r = m.rename(exchange ? RENAME_EXCHANGE : m.flags); !r) return r;
+  if (Status r = m.rename(exchange ? RENAME_EXCHANGE : m.flags); !r) {
+    if (!exchange || r.code() != EINVAL) return r;
+    // No RENAME_EXCHANGE here (GlusterFS's FUSE client answers EINVAL): the
+    // leftovers go to quarantine first, then src is renamed in. A crash in
+    // between shows neither, which for a directory of hidden things is the
+    // same miss as before.
+    s_.consequences.quarantine_object(m.dd, m.dn, dj->st, m.dst_rel(),
+                                      "R5: directory holding only hidden objects");
+    exchange = false;
+    if (Status again = m.rename(m.flags); !again) return again;
+  }
   if (auto crash = s_.policy.step(step::kRenamed)) return *crash;
   if (exchange)
     s_.consequences.quarantine_object(m.sd, m.sn, dj->st, m.dst_rel(),
