@@ -148,6 +148,7 @@ class SealfsMount:
         self.proc: Optional[subprocess.Popen] = None
         self.log_path = ""
         self._log = None
+        self._expected_status = 0
 
     # -- paths
     def path(self, rel: str = "") -> str:
@@ -263,6 +264,20 @@ class SealfsMount:
             self._tmp.cleanup()
             self._tmp = None
 
+    def expect_exit_status(self, status: int) -> None:
+        """The daemon is meant to end with this status (a fault-injection
+        exit), which unmount() then accepts instead of 0."""
+        self._expected_status = status
+
+    def wait_exit(self, timeout: float) -> Optional[int]:
+        """The daemon's exit status once it has ended by itself, None if it
+        still runs after timeout seconds."""
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
     def unmount(self) -> None:
         """Unmount and reap now (also done by __exit__); raises MountError
         when unmounting needed force or the daemon did not exit 0."""
@@ -274,8 +289,8 @@ class SealfsMount:
         if rc is None:
             raise MountError(f"the daemon did not exit within {UNMOUNT_TIMEOUT_S:.0f}s of the unmount; "
                              f"killed\n{log}")
-        if rc != 0:
-            raise MountError(f"the daemon exited with status {rc}\n{log}")
+        if rc != self._expected_status:
+            raise MountError(f"the daemon exited with status {rc}, not {self._expected_status}\n{log}")
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         try:
