@@ -24,6 +24,7 @@ Standard library only. Runs as root (glusterd and FUSE mounts need it).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -43,8 +44,41 @@ CLI_TIMEOUT_S = 120.0
 HEAL_TIMEOUT_S = 120.0
 
 
+TMP_PREFIX = "sealfs-gluster."
+
+
+def reap_orphaned_clusters() -> list[str]:
+    """Tear down clusters left by a test process that was killed (SIGKILL at
+    a ctest timeout leaves no chance to clean up): their directory is named
+    sealfs-gluster.<pid>.* and that pid is gone. Returns what was reaped."""
+    reaped = []
+    tmp = tempfile.gettempdir()
+    for name in os.listdir(tmp):
+        parts = name.split(".")
+        if not name.startswith(TMP_PREFIX) or len(parts) < 3 or not parts[1].isdigit():
+            continue
+        if _pid_alive(int(parts[1])):
+            continue
+        root = os.path.join(tmp, name)
+        with open("/proc/mounts") as f:
+            mounts = [line.split()[1] for line in f if line.split()[1].startswith(root + "/")]
+        for mnt in sorted(mounts, reverse=True):
+            subprocess.run(["umount", "-l", mnt], capture_output=True, timeout=60)
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and root in " ".join(_cmdline(int(entry))):
+                os.kill(int(entry), signal.SIGKILL)
+        shutil.rmtree(root, ignore_errors=True)
+        for i in (1, 2):
+            with contextlib.suppress(OSError):
+                os.unlink(_brick_log(os.path.join(root, "bricks", f"b{i}")))
+        reaped.append(root)
+    return reaped
+
+
 def gluster_unusable_reason() -> Optional[str]:
     """None when a cluster can be started here, else a one-line reason."""
+    for root in reap_orphaned_clusters():
+        print(f"gluster fixture: removed the orphaned cluster {root}", flush=True)
     missing = [t for t in GLUSTER_TOOLS if shutil.which(t) is None]
     if missing:
         return f"{', '.join(missing)} not installed (apt-get install glusterfs-server glusterfs-client)"
@@ -102,9 +136,11 @@ def _cmdline(pid: int) -> list[str]:
 class GlusterCluster:
     """Context manager: glusterd + replica-2 volume + `hosts` client mounts."""
 
-    def __init__(self, hosts: int = 2, client_options: tuple[str, ...] = ()) -> None:
+    def __init__(self, hosts: int = 2, client_options: tuple[str, ...] = (),
+                 volume_options: tuple[tuple[str, str], ...] = ()) -> None:
         self.hosts = hosts
         self.client_options = list(client_options)  # extra glusterfs(8) options per mount
+        self.volume_options = list(volume_options)  # `gluster volume set` before the start
         self.volume = f"sealfs{os.getpid()}"
         self.server = socket.gethostname()
         self._tmp: Optional[tempfile.TemporaryDirectory] = None
@@ -137,7 +173,7 @@ class GlusterCluster:
 
     # -- life cycle
     def __enter__(self) -> "GlusterCluster":
-        self._tmp = tempfile.TemporaryDirectory(prefix="sealfs-gluster.")
+        self._tmp = tempfile.TemporaryDirectory(prefix=f"{TMP_PREFIX}{os.getpid()}.")
         self.root = self._tmp.name
         for d in ("state", "run", "log", "bricks", "clients"):
             os.makedirs(self._p(d))
@@ -180,12 +216,13 @@ class GlusterCluster:
         for i in (1, 2):
             os.makedirs(self.brick(i))
             bricks.append(f"{self.server}:{self.brick(i)}")
-            self._brick_logs.append("/var/log/glusterfs/bricks/" + self.brick(i).strip("/").replace("/", "-")
-                                    + ".log")
+            self._brick_logs.append(_brick_log(self.brick(i)))
         # replica 2 asks about split-brain; --mode=script answers. `force`
         # because both bricks are on one host (and under /tmp).
         self.cli("volume", "create", self.volume, "replica", "2", *bricks, "force")
         self._created = True
+        for key, value in self.volume_options:
+            self.cli("volume", "set", self.volume, key, value)
         self.cli("volume", "start", self.volume)
         _wait("both bricks online", lambda: len(self.brick_pids()) == 2, START_TIMEOUT_S, 0.2)
         self._note_sockets()
@@ -345,6 +382,11 @@ class GlusterCluster:
             self._tmp = None
         if problems:
             print("gluster fixture teardown: " + "; ".join(problems), flush=True)
+
+
+def _brick_log(brick: str) -> str:
+    """Where glusterd has the brick's server log (not redirectable)."""
+    return "/var/log/glusterfs/bricks/" + brick.strip("/").replace("/", "-") + ".log"
 
 
 def _read_pid(path: str) -> Optional[int]:
