@@ -288,9 +288,20 @@ Status Publisher::publish_dir(const Move& m) {
   const std::string src_rel = m.sctx.child_rel(m.sn);
   const bool moves_entry = !seal && m.sj.kind == ObjectKind::entry_root;
   if (moves_entry) (void)s_.records.move_signatures(src->fd.get(), src_rel, m.dst_rel());
-  if (Status r = m.rename(exchange ? RENAME_EXCHANGE : m.flags); !r) {
+  Status renamed = m.rename(exchange ? RENAME_EXCHANGE : m.flags);
+  if (!renamed && exchange && renamed.code() == EINVAL) {
+    // No RENAME_EXCHANGE here (GlusterFS's FUSE client answers EINVAL): the
+    // leftovers go to quarantine first, then src is renamed in. A crash in
+    // between shows neither, which for a directory of hidden things is the
+    // same miss as before.
+    s_.consequences.quarantine_object(m.dd, m.dn, dj->st, m.dst_rel(),
+                                      "R5: directory holding only hidden objects");
+    exchange = false;
+    renamed = m.rename(m.flags);
+  }
+  if (!renamed) {
     if (moves_entry) (void)s_.records.move_signatures(src->fd.get(), m.dst_rel(), src_rel);
-    return r;
+    return renamed;
   }
   if (auto crash = s_.policy.step(step::kRenamed)) return *crash;
   if (!seal && !moves_entry) (void)s_.records.move_signatures(src->fd.get(), src_rel, m.dst_rel());

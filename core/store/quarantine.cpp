@@ -208,13 +208,20 @@ class SlotUnderConstruction {
   bool committed_ = false;
 };
 
+// Into a slot this process has just made (mkdirat): nothing there can be
+// replaced, so RENAME_NOREPLACE is only a guard. A filesystem without
+// renameat2's flags (GlusterFS's FUSE client: EINVAL) gets a plain rename.
+int move_into_slot(int from_fd, const std::string& name, int slot_fd, const std::string& target) {
+  if (::renameat2(from_fd, name.c_str(), slot_fd, target.c_str(), RENAME_NOREPLACE) == 0) return 0;
+  if (errno != EINVAL) return -1;
+  return ::renameat(from_fd, name.c_str(), slot_fd, target.c_str());
+}
+
 // The companions (a file entry's sidecar) follow the object into its slot;
 // one that cannot is noted in record.left_behind (one that is gone is not).
 void move_companions(const Quarantine::Request& request, int slot_fd, ReasonRecord& record) {
   for (const auto& c : request.companions) {
-    if (::renameat2(request.parent_fd, c.c_str(), slot_fd, name_in_slot(c).c_str(), RENAME_NOREPLACE) == 0 ||
-        errno == ENOENT)
-      continue;
+    if (move_into_slot(request.parent_fd, c, slot_fd, name_in_slot(c)) == 0 || errno == ENOENT) continue;
     const int err = errno;
     std::fprintf(stderr, "sealfs: quarantine %s: cannot move %s along (errno %d)\n", request.rel.c_str(),
                  c.c_str(), err);
@@ -301,8 +308,7 @@ Result<bool> Quarantine::move(const Request& request) {
   if (Status wrote = write_all_at(reason_fd.get(), reason_json(record)); !wrote) return wrote.error();
 
   const std::string target_name = name_in_slot(request.name);
-  if (::renameat2(request.parent_fd, request.name.c_str(), building.fd(), target_name.c_str(),
-                  RENAME_NOREPLACE) != 0) {
+  if (move_into_slot(request.parent_fd, request.name, building.fd(), target_name) != 0) {
     Error e = errno_error("rename into quarantine " + request.rel);
     if (e.code == ENOENT) return false;  // gone meanwhile: nothing to quarantine
     return e;

@@ -135,8 +135,9 @@ class SealfsMount:
     def __init__(self, options: Sequence[str] = (), backing: Optional[str] = None,
                  mountpoint: Optional[str] = None, binary: Optional[str] = None,
                  argv: Optional[Callable[[str, str], list[str]]] = None,
-                 env: Optional[dict[str, str]] = None) -> None:
+                 env: Optional[dict[str, str]] = None, exit_timeout: float = UNMOUNT_TIMEOUT_S) -> None:
         self._options = list(options)
+        self._exit_timeout = exit_timeout
         self._backing_arg = backing
         self._mountpoint_arg = mountpoint
         self._binary = binary
@@ -148,6 +149,8 @@ class SealfsMount:
         self.proc: Optional[subprocess.Popen] = None
         self.log_path = ""
         self._log = None
+        self._expected_status = 0
+        self._stuck = ""
 
     # -- paths
     def path(self, rel: str = "") -> str:
@@ -239,8 +242,9 @@ class SealfsMount:
         if self.proc is None:
             return None
         try:
-            return self.proc.wait(timeout=UNMOUNT_TIMEOUT_S)
+            return self.proc.wait(timeout=self._exit_timeout)
         except subprocess.TimeoutExpired:
+            self._stuck = _thread_states(self.proc.pid)
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=UNMOUNT_TIMEOUT_S)
             return None
@@ -263,6 +267,20 @@ class SealfsMount:
             self._tmp.cleanup()
             self._tmp = None
 
+    def expect_exit_status(self, status: int) -> None:
+        """The daemon is meant to end with this status (a fault-injection
+        exit), which unmount() then accepts instead of 0."""
+        self._expected_status = status
+
+    def wait_exit(self, timeout: float) -> Optional[int]:
+        """The daemon's exit status once it has ended by itself, None if it
+        still runs after timeout seconds."""
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
     def unmount(self) -> None:
         """Unmount and reap now (also done by __exit__); raises MountError
         when unmounting needed force or the daemon did not exit 0."""
@@ -272,10 +290,10 @@ class SealfsMount:
         if problem:
             raise MountError(f"{problem}\n{log}")
         if rc is None:
-            raise MountError(f"the daemon did not exit within {UNMOUNT_TIMEOUT_S:.0f}s of the unmount; "
-                             f"killed\n{log}")
-        if rc != 0:
-            raise MountError(f"the daemon exited with status {rc}\n{log}")
+            raise MountError(f"the daemon did not exit within {self._exit_timeout:.0f}s of the unmount; "
+                             f"killed; its threads were in {self._stuck}\n{log}")
+        if rc != self._expected_status:
+            raise MountError(f"the daemon exited with status {rc}, not {self._expected_status}\n{log}")
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         try:
@@ -296,6 +314,22 @@ class SealfsMount:
         if r.returncode != 0:
             raise AssertionError(f"sealfs status exited {r.returncode}: {r.stderr}")
         return json.loads(r.stdout)
+
+
+def _thread_states(pid: int) -> str:
+    """Where each thread of a process waits (kernel wait channel, syscall)."""
+    out = []
+    try:
+        for tid in sorted(os.listdir(f"/proc/{pid}/task")):
+            try:
+                wchan = Path(f"/proc/{pid}/task/{tid}/wchan").read_text().strip()
+                call = Path(f"/proc/{pid}/task/{tid}/syscall").read_text().split()[0]
+            except OSError:
+                continue
+            out.append(f"{wchan or 'running'}/{call}")
+    except OSError:
+        return "(gone)"
+    return ", ".join(out)
 
 
 # ---- damage done behind the mount ------------------------------------------------
