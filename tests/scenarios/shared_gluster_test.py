@@ -27,10 +27,12 @@ import json
 import os
 import pickle
 import random
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -199,10 +201,12 @@ class Fleet:
     """One sealfs daemon per host over `<host's client mount>/<name>`: the
     shared backing store B as each host sees it."""
 
-    def __init__(self, name: str, hosts: range = range(HOSTS)) -> None:
+    def __init__(self, name: str, hosts: range = range(HOSTS),
+                 options_of: Optional[Callable[[int], list[str]]] = None) -> None:
         assert CLUSTER is not None
         self.name = name
         self.hosts = hosts
+        self.options_of = options_of or (lambda h: OPTIONS)
         self.mounts: dict[int, sm.SealfsMount] = {}
         self.loaders = {h: Loader() for h in hosts}
 
@@ -229,7 +233,8 @@ class Fleet:
         return False
 
     def start(self, h: int, env: Optional[dict[str, str]] = None) -> sm.SealfsMount:
-        m = sm.SealfsMount(options=OPTIONS, backing=self.b(h), env=env, exit_timeout=DAEMON_EXIT_TIMEOUT_S)
+        m = sm.SealfsMount(options=self.options_of(h), backing=self.b(h), env=env,
+                           exit_timeout=DAEMON_EXIT_TIMEOUT_S)
         m.__enter__()
         self.mounts[h] = m
         return m
@@ -308,8 +313,11 @@ class LoadLoop:
 class SharedTestCase(sm.ScenarioTestCase):
     fleet_hosts = range(HOSTS)
 
+    def host_options(self, h: int) -> list[str]:
+        return OPTIONS
+
     def setUp(self) -> None:
-        self.fleet = Fleet(self.id().rsplit(".", 1)[-1], self.fleet_hosts)
+        self.fleet = Fleet(self.id().rsplit(".", 1)[-1], self.fleet_hosts, self.host_options)
         self.fleet.__enter__()
         self.addCleanup(self.fleet.__exit__, None, None, None)
 
@@ -788,6 +796,90 @@ class VisibilityAndSemantics(SharedTestCase):
                f"{stale[0]} opens answered ESTALE, other problems: {problems[:5]}")
         self.assertEqual(problems, [])
         self.assertEqual(Path(dst1).read_bytes(), versions[REPLACES], "host 1 does not end on the last version")
+
+
+
+class KeyedHosts(SharedTestCase):
+    """Authenticated manifests across hosts (-o key_file): hosts 0 and 1 hold
+    the fleet's key, host 2 none, host 3 another one. The keyed hosts never
+    show what the others publish, nor a signed manifest copied to another
+    place; what one keyed host publishes is a hit on the other."""
+
+    KEYS = {"fleet": "11" * 32, "impostor": "22" * 32, "next": "33" * 32}
+
+    def host_options(self, h: int) -> list[str]:
+        if h == 2:
+            return OPTIONS
+        if not hasattr(self, "_key_dir"):
+            self._key_dir = Path(tempfile.mkdtemp(prefix="sealfs-keys."))
+            self.addCleanup(shutil.rmtree, self._key_dir, True)
+            for name, key in self.KEYS.items():
+                f = self._key_dir / f"{name}.keys"
+                f.write_text(f"{name} {key}\n")
+                f.chmod(0o600)
+            # Rotation: the next key signs, the fleet's still verifies.
+            f = self._key_dir / "rotated.keys"
+            f.write_text(f"next {self.KEYS['next']}\nfleet {self.KEYS['fleet']}\n")
+            f.chmod(0o600)
+        name = "impostor" if h == 3 else getattr(self, "_key_of", {}).get(h, "fleet")
+        return OPTIONS + [f"key_file={self._key_dir / (name + '.keys')}"]
+
+    def assert_never_shown(self, hosts: list[int], ns: str, key: str) -> None:
+        deadline = time.monotonic() + DAMAGE_DEADLINE_S
+        while time.monotonic() < deadline:
+            for h in hosts:
+                rc, out = self.fleet.load(h, ns, key)
+                self.assertEqual(rc, tp.EXIT_MISS, f"host {h} showed {ns}/{key}: {out}")
+            time.sleep(0.2)
+
+    def test_only_the_fleets_key_publishes(self) -> None:
+        for h, key in ((2, "unsigned"), (3, "impostor")):
+            rc, out = self.fleet.save(h, "ns", key)
+            self.assertEqual(rc, 0, out)
+            self.assert_hit(h, "ns", key)  # its own host shows it (no key, or its key)
+        self.assertIn("mac", json.loads(Path(self.fleet.b(0, "ns/kernels/impostor/.sealfs-manifest")).read_text()))
+        for key in ("unsigned", "impostor"):
+            self.assert_never_shown([0, 1], "ns", key)
+        rc, out = self.fleet.save(0, "ns", "signed")
+        self.assertEqual(rc, 0, out)
+        self.wait_load(1, "ns", "signed", tp.EXIT_HIT, DAMAGE_DEADLINE_S)
+        report("keys across hosts: entries of the keyless and the impostor host were never shown on the "
+               "keyed hosts; the keyed hosts share theirs")
+
+    def test_key_rotation(self) -> None:
+        rc, out = self.fleet.save(0, "ns", "old")
+        self.assertEqual(rc, 0, out)
+        self.wait_load(1, "ns", "old", tp.EXIT_HIT, DAMAGE_DEADLINE_S)
+        # Host 1 moves to [next, fleet]: the fleet-signed entry stays a hit,
+        # and what it publishes now is signed by next.
+        self._key_of = {1: "rotated"}
+        self.fleet.stop(1)
+        self.fleet.start(1)
+        self.assert_hit(1, "ns", "old")
+        rc, out = self.fleet.save(1, "ns", "new")
+        self.assertEqual(rc, 0, out)
+        self.assert_hit(1, "ns", "new")
+        mac = json.loads(Path(self.fleet.b(1, "ns/kernels/new/.sealfs-manifest")).read_text())["mac"]
+        self.assertEqual(mac["key"], "next")
+        # Host 0 does not list next yet: the new entry is foreign to it, until it does.
+        self.assert_never_shown([0], "ns", "new")
+        self._key_of = {0: "rotated", 1: "rotated"}
+        self.fleet.stop(0)
+        self.fleet.start(0)
+        self.assert_hit(0, "ns", "new")
+        self.assert_hit(0, "ns", "old")
+
+    def test_a_signed_manifest_copied_elsewhere_is_hidden(self) -> None:
+        rc, out = self.fleet.save(0, "ns", "orig")
+        self.assertEqual(rc, 0, out)
+        self.wait_load(1, "ns", "orig", tp.EXIT_HIT, DAMAGE_DEADLINE_S)
+        # Planted through host 1's client: the same files and the same
+        # correctly signed manifest, at another place.
+        subprocess.run(["cp", "-a", self.fleet.b(1, "ns/kernels/orig"), self.fleet.b(1, "ns/kernels/copy")],
+                       check=True)
+        self.assert_never_shown([0, 1], "ns", "copy")
+        self.assert_hit(0, "ns", "orig")
+        self.assert_hit(1, "ns", "orig")
 
 
 if __name__ == "__main__":

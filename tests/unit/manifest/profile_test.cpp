@@ -12,7 +12,9 @@ namespace sealfs {
 namespace {
 
 // tests/fixtures/profiles.
-std::string fixture(std::string_view name) { return (fixtures_dir() / "profiles" / name).string(); }
+std::string fixture(std::string_view name) {
+  return (sealfs::test::fixtures_dir() / "profiles" / name).string();
+}
 
 Profile must_parse(std::string_view json) {
   auto p = parse_profile(json);
