@@ -115,15 +115,22 @@ TEST_F(MountMetrics, StatusAndFileCountPublishesHitsAndDamageByReason) {
   EXPECT_NE(json.out.find("\"quarantined_by_reason\":{"), std::string::npos) << json.out;
 }
 
+// The writer is a shell of its own: a process that holds a descriptor on the
+// mount while it posix_spawn()s `sealfs status` hangs, because the child's
+// exec closes that descriptor (a FLUSH) and the daemon's FLUSH reads
+// /proc/<tid>/stat of a task in the middle of exec (R4's closer check).
 TEST_F(MountMetrics, GaugesShowOpenHandlesAndFilesInProgress) {
   const std::string path = mount_->m("in-progress.bin");
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
-  ASSERT_TRUE(fd) << std::strerror(errno);
-  ASSERT_EQ(::write(fd.get(), "x", 1), 1);
-  std::string held = prometheus_status(*mount_);
-  EXPECT_EQ(sample(held, "sealfs_in_progress_files"), 1) << held;
+  const pid_t writer = spawn_process({"/bin/sh", "-c", "exec 3>'" + path + "'; printf x >&3; sleep 3"},
+                                     prom_.path() + "/writer.log");
+  ASSERT_GT(writer, 0);
+  std::string held;
+  EXPECT_TRUE(eventually([&] {
+    held = prometheus_status(*mount_);
+    return sample(held, "sealfs_in_progress_files") == 1;
+  })) << held;
   EXPECT_GE(sample(held, "sealfs_open_handles"), 1) << held;
-  fd.reset();
+  EXPECT_EQ(wait_process(writer, std::chrono::seconds(30)), 0);  // a normal close: sealed
   EXPECT_TRUE(
       eventually([&] { return sample(prometheus_status(*mount_), "sealfs_in_progress_files") == 0; }));
   EXPECT_TRUE(eventually([&] { return sample(prometheus_status(*mount_), "sealfs_seals_total") == 1; }));
