@@ -163,7 +163,7 @@ Result<Store::XattrValue> Store::get_xattr(int path_fd, std::string_view name, s
     auto root_st = attributes(root_fd());
     if (name != kStatusXattr || !st || !root_st || !same_object(*st, *root_st))
       return make_error(ENODATA, "reserved extended attribute");
-    out.value = metrics().to_json();
+    out.value = status().to_json();
     out.length = out.value.size();
     if (capacity == 0) out.value.clear();
     if (out.length > capacity && capacity != 0)

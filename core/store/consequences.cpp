@@ -27,9 +27,9 @@ void Consequences::act_on_invalid(const DirContext& ctx, int dir_fd, std::string
                                   const Judgement& j) {
   if (j.transient) return;  // it changed while judged: nothing to blame it for
   if (j.verdict == Verdict::invalid_self)
-    quarantine_object(dir_fd, name, j.st, ctx.child_rel(name), j.reason, j.companions);
+    quarantine_object(dir_fd, name, j.st, ctx.child_rel(name), j.cause, j.reason, j.companions);
   else if (j.verdict == Verdict::invalid_entry && ctx.entry)
-    quarantine_entry_root(*ctx.entry, j.reason);
+    quarantine_entry_root(*ctx.entry, j.cause, j.reason);
 }
 
 Result<Judgement> Consequences::clear_hidden(const DirContext& ctx, int dir_fd, std::string_view name) {
@@ -48,7 +48,7 @@ Result<Judgement> Consequences::clear_hidden(const DirContext& ctx, int dir_fd, 
       const std::string sidecar = sidecar_name(name);
       if (!S_ISDIR(j->st.st_mode) && companions.empty() && !ctx.entry && stat_at(dir_fd, sidecar).ok())
         companions.push_back(sidecar);
-      quarantine_object(dir_fd, name, j->st, ctx.child_rel(name),
+      quarantine_object(dir_fd, name, j->st, ctx.child_rel(name), j->cause,
                         "R5: hidden object in the way: " + j->reason, std::move(companions));
       auto again = judge_.judge(ctx, dir_fd, name, VerifyDepth::cached);
       if (!again) return again.error();
@@ -61,7 +61,7 @@ Result<Judgement> Consequences::clear_hidden(const DirContext& ctx, int dir_fd, 
 }
 
 void Consequences::quarantine_object(int parent_fd, std::string_view name, const struct stat& st,
-                                     std::string rel, std::string reason,
+                                     std::string rel, HideReason cause, std::string reason,
                                      std::vector<std::string> companions) {
   Quarantine::Request req;
   req.parent_fd = parent_fd;
@@ -70,6 +70,7 @@ void Consequences::quarantine_object(int parent_fd, std::string_view name, const
   req.ino = st.st_ino;
   req.rel = std::move(rel);
   req.reason = std::move(reason);
+  req.cause = cause;
   req.companions = std::move(companions);
   auto moved = quarantine_.move(req);
   if (!moved) {
@@ -83,11 +84,11 @@ void Consequences::quarantine_object(int parent_fd, std::string_view name, const
   invalidate(parent_fd, name, st);
 }
 
-void Consequences::quarantine_entry_root(const EntryRoot& entry, std::string reason) {
+void Consequences::quarantine_entry_root(const EntryRoot& entry, HideReason cause, std::string reason) {
   auto [parent_rel, name] = split_parent(entry.rel);
   auto parent = open_beneath(root_fd_, parent_rel, O_PATH | O_DIRECTORY);
   if (!parent) return;
-  quarantine_object(parent->get(), name, entry.st, entry.rel, std::move(reason));
+  quarantine_object(parent->get(), name, entry.st, entry.rel, cause, std::move(reason));
 }
 
 void Consequences::invalidate(int parent_fd, std::string_view name, const struct stat& st) {

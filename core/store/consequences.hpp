@@ -50,8 +50,8 @@ class Consequences {
 
   // Quarantines dir_fd/name if it still is `st`, then tells on_invalidate.
   void quarantine_object(int parent_fd, std::string_view name, const struct stat& st, std::string rel,
-                         std::string reason, std::vector<std::string> companions = {});
-  void quarantine_entry_root(const EntryRoot& entry, std::string reason);
+                         HideReason cause, std::string reason, std::vector<std::string> companions = {});
+  void quarantine_entry_root(const EntryRoot& entry, HideReason cause, std::string reason);
   // Tells on_invalidate that parent_fd/name (st) is no longer what the
   // kernel may have cached.
   void invalidate(int parent_fd, std::string_view name, const struct stat& st);

@@ -13,8 +13,9 @@
 namespace sealfs {
 namespace {
 
-Judgement hidden(Judgement j, std::string reason) {
+Judgement hidden(Judgement j, HideReason cause, std::string reason) {
   j.verdict = Verdict::hidden;
+  j.cause = cause;
   j.reason = std::move(reason);
   return j;
 }
@@ -30,6 +31,7 @@ Judgement shown(Judgement j, ObjectKind kind) {
 Judgement foreign(Judgement j, const EntryVerdict& v) {
   j.verdict = Verdict::hidden;
   j.reason = v.reason;
+  j.cause = HideReason::foreign;
   j.unauthenticated = true;
   return j;
 }
@@ -38,6 +40,7 @@ Judgement condemned(Judgement j, Verdict verdict, const EntryVerdict& v) {
   if (v.foreign) return foreign(std::move(j), v);
   j.verdict = verdict;
   j.reason = v.reason;
+  j.cause = v.cause;
   j.transient = v.transient;
   return j;
 }
@@ -60,14 +63,14 @@ Result<Judgement> Judge::judge(const DirContext& ctx, int dir_fd, std::string_vi
     return st.error();
   }
   j.st = *st;
-  if (is_reserved_name(name)) return hidden(std::move(j), "reserved name");
+  if (is_reserved_name(name)) return hidden(std::move(j), HideReason::reserved, "reserved name");
   const mode_t type = st->st_mode & S_IFMT;
   if (profile_.is_volatile(ctx.child_rel(name))) return shown(std::move(j), ObjectKind::volatile_obj);
   if (is_special_file(type)) return shown(std::move(j), ObjectKind::special);
   if (ctx.entry) return judge_in_entry(ctx, dir_fd, name, std::move(j), depth, entry_verdict);
   if (type == S_IFDIR) return judge_dir(ctx, dir_fd, name, std::move(j), depth);
   if (type == S_IFREG || type == S_IFLNK) return judge_file_entry(ctx, dir_fd, name, std::move(j), depth);
-  return hidden(std::move(j), "unknown file type");
+  return hidden(std::move(j), HideReason::type, "unknown file type");
 }
 
 // A directory: a container (or a directory of the enclosing entry) unless it
@@ -105,12 +108,12 @@ Result<Judgement> Judge::judge_in_entry(const DirContext& ctx, int dir_fd, std::
   if (file) note_manifest(j, std::move(where), ctx.entry_key(name), *v);
   if (!v->valid) return condemned(std::move(j), Verdict::invalid_entry, *v);
   if (type == S_IFDIR) return judge_dir(ctx, dir_fd, name, std::move(j), depth);
-  if (!file) return hidden(std::move(j), "unknown file type");
+  if (!file) return hidden(std::move(j), HideReason::type, "unknown file type");
   // Written through M right now, listed or not: its seal decides (R4).
   if (policy_.in_progress(j.st)) return shown(std::move(j), ObjectKind::in_progress);
   if (v->manifest && v->manifest->files.count(j.key) != 0)
     return shown(std::move(j), ObjectKind::file_in_entry);
-  return hidden(std::move(j), "not listed in the entry's manifest");
+  return hidden(std::move(j), HideReason::unlisted, "not listed in the entry's manifest");
 }
 
 // A file outside any directory entry: its sidecar makes it a file entry.
@@ -119,7 +122,8 @@ Result<Judgement> Judge::judge_file_entry(const DirContext& ctx, int dir_fd, std
   // Written through M right now: the writer's seal makes or fixes the sidecar.
   if (policy_.in_progress(j.st)) return shown(std::move(j), ObjectKind::in_progress);
   const std::string sidecar = sidecar_name(name);
-  if (!stat_at(dir_fd, sidecar)) return hidden(std::move(j), "foreign: no manifest covers it");
+  if (!stat_at(dir_fd, sidecar))
+    return hidden(std::move(j), HideReason::foreign, "foreign: no manifest covers it");
   auto where = file_entry_location(dir_fd, name, j.st, ctx.rel);
   auto v = entries_.check(where, depth);
   if (v->unknown) return make_error(EAGAIN, std::string(name) + ": not verified yet");

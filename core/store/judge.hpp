@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/base/metrics.hpp"
 #include "core/base/result.hpp"
 #include "core/manifest/profile.hpp"
 #include "core/store/dir_context.hpp"
@@ -33,9 +34,10 @@ struct Judgement {
   Verdict verdict = Verdict::absent;
   ObjectKind kind = ObjectKind::container;
   struct stat st {};
-  std::string reason;                   // for hidden/invalid
-  std::vector<std::string> companions;  // a file entry's sidecar, moved with it
-  bool transient = false;               // invalid only because it changed while judged: judge again
+  std::string reason;                      // for hidden/invalid
+  HideReason cause = HideReason::foreign;  // the same, as a counter's label
+  std::vector<std::string> companions;     // a file entry's sidecar, moved with it
+  bool transient = false;                  // invalid only because it changed while judged: judge again
   // Hidden because its manifest is not signed by a listed key (-o key_file):
   // foreign, never opened, never quarantined except to free its name (R5).
   bool unauthenticated = false;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <string>
 
 #include "core/store/impl.hpp"
@@ -100,8 +101,10 @@ Result<Found> Store::link(int src_path_fd, int dst_dir_fd, std::string_view dst_
     if (Status l = link_at(*placed, dst_dir_fd, dn, dst_rel); !l) return l.error();
     return found_at(dst_dir_fd, dst_name, ObjectKind::special, &placed->st);
   }
+  const auto started = std::chrono::steady_clock::now();
   if (Status done = sealed_link(s, *placed, *dctx, dst_dir_fd, dn); !done) return done.error();
   s.metrics.publishes.fetch_add(1, std::memory_order_relaxed);
+  s.metrics.publish_seconds.observe(std::chrono::steady_clock::now() - started);
   return found_at(dst_dir_fd, dst_name, dctx->entry ? ObjectKind::file_in_entry : ObjectKind::sealed_file,
                   &placed->st);
 }

@@ -1,5 +1,6 @@
 // Offline tools: fsck (verify every entry, hashing everything; quarantine the
-// invalid ones with repair) and adopt (seal foreign content deliberately).
+// invalid ones with repair) and adopt (seal foreign content deliberately),
+// each telling an OfflineProgress how far it has come.
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -13,18 +14,96 @@ namespace sealfs {
 
 namespace {
 
+// What a walk counts as one item of work.
+enum class ItemIs {
+  entry,    // fsck: a directory holding a manifest, a file with a sidecar
+  file,     // adopt: every regular file and symlink
+  nothing,  // adopt of a directory whole: one item for all, counted by the caller
+};
+
+// The plan of an offline job (OfflineProgress::planned): a walk of the tree
+// the job will walk, with stats only. Bytes: regular files the profile hashes.
+struct PlanWalk {
+  const Profile& profile;
+  ItemIs item;
+  Work total;
+
+  void add_file(const std::string& rel, const struct stat& st) {
+    if (S_ISREG(st.st_mode) && !profile.is_size_only(rel))
+      total.bytes += static_cast<std::uint64_t>(st.st_size);
+  }
+
+  void walk(int dir_fd, const std::string& rel, bool in_entry, int depth) {
+    if (depth > kMaxTreeDepth) return;
+    auto children = read_dir(dir_fd);
+    if (!children) return;
+    for (const auto& c : *children) {
+      if (is_reserved_name(c.name)) continue;
+      const std::string child_rel = join_rel(rel, c.name);
+      if (profile.is_volatile(child_rel)) continue;
+      auto st = stat_at(dir_fd, c.name);
+      if (!st) continue;
+      if (S_ISDIR(st->st_mode)) {
+        auto sub = open_beneath(dir_fd, c.name, O_PATH | O_DIRECTORY);
+        if (!sub) continue;
+        auto m = stat_at(sub->get(), kDirManifest);
+        const bool entry = m && S_ISREG(m->st_mode);
+        if (entry && item == ItemIs::entry) ++total.items;
+        walk(sub->get(), child_rel, in_entry || entry, depth + 1);
+      } else if (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode)) {
+        const bool counted = item == ItemIs::file || (item == ItemIs::entry && !in_entry &&
+                                                      stat_at(dir_fd, sidecar_name(c.name)).ok());
+        if (counted) ++total.items;
+        if (counted || in_entry || item == ItemIs::nothing) add_file(child_rel, *st);
+      }
+    }
+  }
+};
+
+// Tells progress (when there is one) each item done, with the bytes hashed
+// since the job began (the store's own counter: the verifier counts every
+// byte it hashes, for verification and for new records alike).
+class Tally {
+ public:
+  Tally(const Metrics& metrics, OfflineProgress* progress)
+      : metrics_(metrics), progress_(progress), start_(metrics.bytes_hashed.load()) {}
+  void planned(const Work& total) const {
+    if (progress_ != nullptr) progress_->planned(total);
+  }
+  void item() {
+    if (progress_ == nullptr) return;
+    ++done_.items;
+    done_.bytes = metrics_.bytes_hashed.load() - start_;
+    progress_->advanced(done_);
+  }
+
+ private:
+  const Metrics& metrics_;
+  OfflineProgress* progress_;
+  std::uint64_t start_;
+  Work done_;
+};
+
 struct FsckWalk {
   Store::Impl& s;
   bool repair;
   FsckReport& report;
+  Tally& tally;
 
   void problem(const std::string& rel, const std::string& what) {
     report.problems.push_back(rel + ": " + what);
   }
 
-  // One entry: verify with every file hashed, past the stamp cache.
   bool check_entry(const EntryLocation& where, int parent_fd, std::string_view name, const struct stat& st,
                    const std::string& rel, std::vector<std::string> companions) {
+    const bool valid = verify_entry(where, parent_fd, name, st, rel, std::move(companions));
+    tally.item();
+    return valid;
+  }
+
+  // One entry: verify with every file hashed, past the stamp cache.
+  bool verify_entry(const EntryLocation& where, int parent_fd, std::string_view name, const struct stat& st,
+                    const std::string& rel, std::vector<std::string> companions) {
     ++report.entries;
     auto v = s.entries.check(where, VerifyDepth::fresh, ForceHash::every_file());
     if (v->valid) {
@@ -48,7 +127,8 @@ struct FsckWalk {
     problem(rel, v->reason);
     if (repair) {
       const auto before = s.metrics.quarantined.load();
-      s.consequences.quarantine_object(parent_fd, name, st, rel, "fsck: " + v->reason, std::move(companions));
+      s.consequences.quarantine_object(parent_fd, name, st, rel, v->cause, "fsck: " + v->reason,
+                                       std::move(companions));
       report.quarantined += s.metrics.quarantined.load() - before;
     }
     return false;
@@ -102,11 +182,17 @@ struct FsckWalk {
 
 }  // namespace
 
-Result<FsckReport> Store::fsck(bool repair) {
+Result<FsckReport> Store::fsck(bool repair, OfflineProgress* progress) {
   FsckReport report;
+  Tally tally(impl_->metrics, progress);
+  if (progress != nullptr) {
+    PlanWalk plan{impl_->profile, ItemIs::entry, {}};
+    plan.walk(impl_->root_fd.get(), "", false, 0);
+    tally.planned(plan.total);
+  }
   // The entry a directory belongs to is verified before its children are
   // looked at (walk order: a directory's own manifest is checked by its parent).
-  FsckWalk walker{*impl_, repair, report};
+  FsckWalk walker{*impl_, repair, report, tally};
   walker.walk(impl_->root_fd.get(), 0);
   return report;
 }
@@ -116,9 +202,15 @@ namespace {
 struct AdoptWalk {
   Store::Impl& s;
   std::vector<std::string>& sealed;
+  Tally& tally;
+
+  void adopt_file(const DirContext& ctx, int dir_fd, std::string_view name) {
+    seal_if_foreign(ctx, dir_fd, name);
+    tally.item();
+  }
 
   // Seals one foreign regular file or symlink where it lies.
-  void adopt_file(const DirContext& ctx, int dir_fd, std::string_view name) {
+  void seal_if_foreign(const DirContext& ctx, int dir_fd, std::string_view name) {
     auto j = s.judge.judge(ctx, dir_fd, name, VerifyDepth::cached);
     // Only foreign or unlisted content; what a manifest that no listed key
     // signed covers is left to --resign, which checks it against that manifest.
@@ -148,10 +240,51 @@ struct AdoptWalk {
 
 }  // namespace
 
-Result<std::vector<std::string>> Store::adopt(const std::vector<std::string>& rel_paths) {
+namespace {
+
+// adopt's plan: the tree below the root, or what each path names.
+Work adopt_plan(Store::Impl& s, const std::vector<std::string>& rel_paths) {
+  PlanWalk plan{s.profile, ItemIs::file, {}};
+  if (rel_paths.empty()) {
+    plan.walk(s.root_fd.get(), "", false, 0);
+    return plan.total;
+  }
+  for (const auto& rel : rel_paths) {
+    if (!is_valid_manifest_path(rel) || s.profile.is_volatile(rel)) continue;
+    auto [parent_rel, name] = split_parent(rel);
+    auto parent = open_beneath(s.root_fd.get(), parent_rel, O_PATH | O_DIRECTORY);
+    if (!parent) continue;
+    auto st = stat_at(parent->get(), name);
+    if (!st) continue;
+    if (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode)) {
+      ++plan.total.items;
+      plan.add_file(rel, *st);
+      continue;
+    }
+    auto dir = open_beneath(parent->get(), name, O_PATH | O_DIRECTORY);
+    auto ctx = s.places.context_of(parent->get());
+    if (!dir || !ctx) continue;
+    if (ctx->entry) {
+      plan.walk(dir->get(), rel, true, 0);  // amended file by file
+    } else if (!stat_at(dir->get(), kDirManifest)) {
+      PlanWalk whole{s.profile, ItemIs::nothing, {}};  // one entry made of the whole tree
+      whole.walk(dir->get(), rel, true, 0);
+      plan.total.items += 1;
+      plan.total.bytes += whole.total.bytes;
+    }
+  }
+  return plan.total;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> Store::adopt(const std::vector<std::string>& rel_paths,
+                                              OfflineProgress* progress) {
   Impl& s = *impl_;
   std::vector<std::string> sealed;
-  AdoptWalk walker{s, sealed};
+  Tally tally(s.metrics, progress);
+  if (progress != nullptr) tally.planned(adopt_plan(s, rel_paths));
+  AdoptWalk walker{s, sealed, tally};
   if (rel_paths.empty()) {
     walker.walk(s.root_fd.get(), 0);
     return sealed;
@@ -186,6 +319,7 @@ Result<std::vector<std::string>> Store::adopt(const std::vector<std::string>& re
       if (!w) return w.error();
       if (Status d = s.policy.sync_directory(dir->get()); !d) return d.error();
       sealed.push_back(rel);
+      tally.item();
     } else if (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode)) {
       walker.adopt_file(*ctx, parent->get(), name);
     } else {

@@ -68,6 +68,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>  // renameat2
 #include <optional>
 #include <string>
@@ -204,7 +205,7 @@ Result<Judgement> Publisher::clear_destination(const Move& m, bool* exchange) {
     // the old directory from src's place, so no crash shows neither.
     *exchange = true;
   } else if (backing && !backing->empty()) {
-    s_.consequences.quarantine_object(m.dd, dn, dj->st, m.dst_rel(),
+    s_.consequences.quarantine_object(m.dd, dn, dj->st, m.dst_rel(), HideReason::only_hidden,
                                       "R5: directory holding only hidden objects");
     return Judgement{};
   }
@@ -294,7 +295,7 @@ Status Publisher::publish_dir(const Move& m) {
     // leftovers go to quarantine first, then src is renamed in. A crash in
     // between shows neither, which for a directory of hidden things is the
     // same miss as before.
-    s_.consequences.quarantine_object(m.dd, m.dn, dj->st, m.dst_rel(),
+    s_.consequences.quarantine_object(m.dd, m.dn, dj->st, m.dst_rel(), HideReason::only_hidden,
                                       "R5: directory holding only hidden objects");
     exchange = false;
     renamed = m.rename(m.flags);
@@ -306,7 +307,7 @@ Status Publisher::publish_dir(const Move& m) {
   if (auto crash = s_.policy.step(step::kRenamed)) return *crash;
   if (!seal && !moves_entry) (void)s_.records.move_signatures(src->fd.get(), src_rel, m.dst_rel());
   if (exchange)
-    s_.consequences.quarantine_object(m.sd, m.sn, dj->st, m.dst_rel(),
+    s_.consequences.quarantine_object(m.sd, m.sn, dj->st, m.dst_rel(), HideReason::only_hidden,
                                       "R5: directory holding only hidden objects");
   if (Status d = sync_parents(m.sd, m.dd); !d) return d;
   if (auto crash = s_.policy.step(step::kDirSynced)) return *crash;
@@ -473,8 +474,11 @@ Status Store::rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd, 
     return {};
   }
   const Move m{*sctx, src_dir_fd, src_name, *sj, *dctx, dst_dir_fd, dst_name, flags};
+  const auto started = std::chrono::steady_clock::now();
   Status done = S_ISDIR(sj->st.st_mode) ? p.publish_dir(m) : p.publish_file(m);
-  if (done) s.metrics.publishes.fetch_add(1, std::memory_order_relaxed);
+  if (!done) return done;
+  s.metrics.publishes.fetch_add(1, std::memory_order_relaxed);
+  s.metrics.publish_seconds.observe(std::chrono::steady_clock::now() - started);
   return done;
 }
 

@@ -317,7 +317,7 @@ Result<bool> Quarantine::move(const Request& request) {
 
   move_companions(request, building.fd(), record);
   if (!record.left_behind.empty()) amend_reason(reason_fd.get(), record, slot);
-  metrics_.quarantined.fetch_add(1, std::memory_order_relaxed);
+  metrics_.count_quarantined(request.cause);
   std::fprintf(stderr, "sealfs: quarantined %s: %s (in %s/%s)\n", request.rel.c_str(), request.reason.c_str(),
                std::string(kQuarantineDir).c_str(), slot.c_str());
 

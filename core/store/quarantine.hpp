@@ -63,7 +63,8 @@ class Quarantine {
     ino_t ino = 0;
     std::string rel;  // its path below the root, for reason.json and the log
     std::string reason;
-    std::vector<std::string> companions;  // moved along when present (a file entry's sidecar)
+    HideReason cause = HideReason::foreign;  // reason's kind, for the counters
+    std::vector<std::string> companions;     // moved along when present (a file entry's sidecar)
   };
 
   // true: moved (counted, logged once); false: the name no longer holds the

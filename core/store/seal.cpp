@@ -68,9 +68,9 @@ Status Store::abandon(int path_fd, PlaceHint hint) {
   } else {
     companions.push_back(sidecar_name(placed->name));
   }
-  s.consequences.quarantine_object(placed->parent.get(), placed->name, placed->st, placed->rel,
-                                   "R4: abandoned by a writer that was killed or exited non-zero",
-                                   std::move(companions));
+  s.consequences.quarantine_object(
+      placed->parent.get(), placed->name, placed->st, placed->rel, HideReason::abandoned,
+      "R4: abandoned by a writer that was killed or exited non-zero", std::move(companions));
   return {};
 }
 

@@ -46,7 +46,7 @@ Result<Found> lookup_at(Store::Impl& s, int dir_fd, std::string_view name, Verif
   s.metrics.lookups.fetch_add(1, std::memory_order_relaxed);
   if (Status ok = check_name(name); !ok) return ok.error();
   if (is_reserved_name(name)) {
-    s.metrics.hidden.fetch_add(1, std::memory_order_relaxed);
+    s.metrics.count_hidden(HideReason::reserved);
     return hidden_error(name);
   }
   auto ctx = s.places.context_of(dir_fd);
@@ -58,20 +58,26 @@ Result<Found> lookup_at(Store::Impl& s, int dir_fd, std::string_view name, Verif
   for (int attempt = 1;; ++attempt) {
     auto j = s.judge.judge_settled(*ctx, dir_fd, name, depth);
     if (!j) return j.error();
-    if (j->verdict == Verdict::absent) return make_error(ENOENT, std::string(name) + ": absent");
+    if (j->verdict == Verdict::absent) {
+      s.metrics.misses.fetch_add(1, std::memory_order_relaxed);
+      return make_error(ENOENT, std::string(name) + ": absent");
+    }
     if (j->verdict == Verdict::visible) {
       auto found = found_at(dir_fd, name, j->kind, &j->st);
       // Replaced since judged: judge again. EMFILE and the like: say so (R2).
       if (!found && found.code() != ENOENT && found.code() != ESTALE) return found.error();
       if (!found && attempt < kAttempts) continue;
-      if (!found) return make_error(ENOENT, found.error().message);
+      if (!found) {
+        s.metrics.misses.fetch_add(1, std::memory_order_relaxed);  // gone while judged, again and again
+        return make_error(ENOENT, found.error().message);
+      }
       if (j->kind == ObjectKind::entry_root || j->kind == ObjectKind::sealed_file ||
           j->kind == ObjectKind::file_in_entry)
         s.metrics.hits.fetch_add(1, std::memory_order_relaxed);
       return found;
     }
     s.consequences.act_on_invalid(*ctx, dir_fd, name, *j);
-    s.metrics.hidden.fetch_add(1, std::memory_order_relaxed);
+    s.metrics.count_hidden(j->cause);
     return hidden_error(name);
   }
 }
@@ -149,6 +155,7 @@ Status recheck_opened(Store::Impl& s, Judgement& j, const struct stat& st, const
   if (v->foreign) return make_error(ENOENT, rel + ": " + v->reason);  // hidden, left in place (R3)
   j.verdict = j.where->file_entry ? Verdict::invalid_self : Verdict::invalid_entry;
   j.reason = v->reason;
+  j.cause = v->cause;
   j.transient = v->transient;
   return {};
 }
@@ -241,6 +248,11 @@ int Store::root_fd() const { return impl_->root_fd.get(); }
 const Profile& Store::profile() const { return impl_->profile; }
 const StoreOptions& Store::options() const { return impl_->options; }
 Metrics& Store::metrics() { return impl_->metrics; }
+
+MetricsSnapshot Store::status() const {
+  const auto& gauges = impl_->options.gauges;
+  return impl_->metrics.snapshot(gauges ? gauges() : Gauges{});
+}
 
 Result<Found> Store::root() {
   auto fd = open_beneath(impl_->root_fd.get(), "", O_PATH | O_DIRECTORY);

@@ -27,6 +27,7 @@
 #include "core/manifest/keys.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/profile.hpp"
+#include "core/store/progress.hpp"
 #include "core/verify/validator.hpp"
 
 namespace sealfs {
@@ -120,6 +121,9 @@ struct StoreOptions {
   // state about an object must go. The daemon queues these; it must not
   // block or call back into the store.
   std::function<void(const Invalidation&)> on_invalidate;
+  // The daemon's gauges for status() (open handles, files in progress);
+  // empty: zeros. Called from any thread; must not call back into the store.
+  std::function<Gauges()> gauges;
   // Tests only: called right after each named step of a transaction
   // ("files_synced", "manifest_written", "renamed", "dir_synced", …). Return
   // true to stop there as a crash would: no cleanup, error ECANCELED.
@@ -151,6 +155,8 @@ class Store {
   const Profile& profile() const;
   const StoreOptions& options() const;
   Metrics& metrics();
+  // The counters with the daemon's gauges: what kStatusXattr holds (as JSON).
+  MetricsSnapshot status() const;
 
   // ---- Visibility (R2, R3, R4, R7) -------------------------------------
   // ENOENT when the child is absent or hidden. May hash and may quarantine
@@ -215,10 +221,13 @@ class Store {
   Status refresh_manifest_access(int path_fd, PlaceHint hint = {});
 
   // ---- Offline tools -------------------------------------------------------
-  Result<FsckReport> fsck(bool repair);
+  // progress, when given, hears the plan (a stat-only walk first) and each
+  // item done (progress.hpp).
+  Result<FsckReport> fsck(bool repair, OfflineProgress* progress = nullptr);
   // Seal foreign content deliberately (trust on first use). rel paths relative
   // to the root; empty = every foreign file and unsealed directory under the root.
-  Result<std::vector<std::string>> adopt(const std::vector<std::string>& rel_paths);
+  Result<std::vector<std::string>> adopt(const std::vector<std::string>& rel_paths,
+                                         OfflineProgress* progress = nullptr);
   // With keys (EINVAL without): every entry at or below rel_paths (empty:
   // all of B) whose manifest is not signed by the first key for its place
   // (unsigned, another key's, a MAC that does not match) is verified against
@@ -272,7 +281,7 @@ class Store {
 
   // Extended attributes. "user.sealfs*" is sealfs's own: never set or
   // removed through the mount (EPERM), never listed, absent (ENODATA) except
-  // kStatusXattr on the root, which holds metrics().to_json(). POSIX ACL
+  // kStatusXattr on the root, which holds status().to_json(). POSIX ACL
   // names are unsupported (EOPNOTSUPP, never listed) and an absent
   // security.selinux is EOPNOTSUPP too (attributes.cpp says why).
   static constexpr const char* kStatusXattr = "user.sealfs.status";

@@ -32,10 +32,21 @@ bool path_has_reserved_component(std::string_view path) {
   return false;
 }
 
-// The error for a check of path stopped by code: damage when code is evidence.
-Error check_failure(const std::string& path, const std::string& what, int code) {
-  if (is_damage_evidence(code)) return make_error(EBADMSG, path + ": " + what);
+// The error for a check of path stopped by code: damage when code is evidence
+// (a directory or symlink where a file was opened is of the wrong type, the
+// rest is as good as missing).
+Error check_failure(const std::string& path, const std::string& what, int code, HideReason* defect) {
+  if (is_damage_evidence(code)) {
+    if (defect != nullptr) *defect = code == ELOOP || code == EISDIR ? HideReason::type : HideReason::missing;
+    return make_error(EBADMSG, path + ": " + what);
+  }
   return make_error(code, path + ": " + what + " (" + std::strerror(code) + ")");
+}
+
+// An EBADMSG for path of the given kind.
+Error defect_of(HideReason kind, std::string message, HideReason* defect) {
+  if (defect != nullptr) *defect = kind;
+  return make_error(EBADMSG, std::move(message));
 }
 
 // The steps of EntryVerifier::verify before any listed file is looked at.
@@ -114,6 +125,7 @@ bool listed_paths_acceptable(const Manifest& manifest, std::uint64_t max_hashed_
       if (r != nullptr && r->sha256 && r->size > max_hashed_size) {
         v.reason = path + ": " + std::to_string(r->size) + " bytes, above the profile's max_file_size of " +
                    std::to_string(max_hashed_size);
+        v.cause = HideReason::size;
         return false;
       }
     }
@@ -170,34 +182,38 @@ Result<Stamp> listed_stamp(int base_fd, const std::string& path) {
 }
 
 Status check_listed_file(Verifier& verifier, int base_fd, const std::string& path, const FileRecord& record,
-                         const FileRecord* alternative, bool hash, bool force, Stamp* seen) {
+                         const FileRecord* alternative, bool hash, bool force, Stamp* seen,
+                         HideReason* defect) {
   auto [parent_rel, leaf] = split_parent(path);
   UniqueFd parent_holder;
   int parent = base_fd;
   if (!parent_rel.empty()) {
     auto p = open_beneath(base_fd, parent_rel, O_PATH | O_DIRECTORY);
-    if (!p) return check_failure(path, "missing", p.code());
+    if (!p) return check_failure(path, "missing", p.code(), defect);
     parent_holder = std::move(*p);
     parent = parent_holder.get();
   }
   auto st = stat_at(parent, leaf);
-  if (!st) return check_failure(path, "missing", st.code());
+  if (!st) return check_failure(path, "missing", st.code(), defect);
   const FileRecord* candidates[2] = {&record, alternative};
   const FileRecord* fits[2] = {nullptr, nullptr};
   int nfits = 0;
   for (const FileRecord* c : candidates)
     if (c != nullptr && record_matches_stat(*c, *st)) fits[nfits++] = c;
-  if (nfits == 0)
-    return make_error(EBADMSG, path + ": is " + describe(*st) + ", manifest says " +
-                                   std::to_string(record.size) +
-                                   (record.symlink ? "-byte symlink" : " bytes"));
+  if (nfits == 0) {
+    const bool type_fits = record.symlink ? S_ISLNK(st->st_mode) : S_ISREG(st->st_mode);
+    return defect_of(type_fits ? HideReason::size : HideReason::type,
+                     path + ": is " + describe(*st) + ", manifest says " + std::to_string(record.size) +
+                         (record.symlink ? "-byte symlink" : " bytes"),
+                     defect);
+  }
   if (seen) *seen = Stamp::of(*st);
   if (S_ISLNK(st->st_mode)) {
     auto target = read_link_at(parent, leaf);
-    if (!target) return check_failure(path, "unreadable symlink", target.code());
+    if (!target) return check_failure(path, "unreadable symlink", target.code(), defect);
     for (int i = 0; i < nfits; ++i)
       if (fits[i]->symlink && *fits[i]->symlink == *target) return {};
-    return make_error(EBADMSG, path + ": symlink target differs");
+    return defect_of(HideReason::digest, path + ": symlink target differs", defect);
   }
   for (int i = 0; i < nfits; ++i)
     if (!fits[i]->sha256) return {};  // size-only and the size fits
@@ -205,11 +221,12 @@ Status check_listed_file(Verifier& verifier, int base_fd, const std::string& pat
   // O_NONBLOCK: never hang on a FIFO swapped in after the stat; the fstat
   // below must show the very regular file that was judged.
   int raw = ::openat(parent, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (raw < 0) return check_failure(path, "cannot open", errno);
+  if (raw < 0) return check_failure(path, "cannot open", errno, defect);
   UniqueFd fd(raw);
   auto now = stat_fd(fd.get());
-  if (!now) return check_failure(path, "fstat", now.code());
-  if (!S_ISREG(now->st_mode) || !same_object(*now, *st)) return make_error(EBADMSG, path + ": replaced");
+  if (!now) return check_failure(path, "fstat", now.code(), defect);
+  if (!S_ISREG(now->st_mode) || !same_object(*now, *st))
+    return defect_of(HideReason::type, path + ": replaced", defect);
   Result<Sha256> digest = verifier.digest(fd.get(), force);
   if (!digest && digest.code() == EAGAIN)
     digest = verifier.digest(fd.get(), force);  // changed mid-hash: once more
@@ -220,7 +237,7 @@ Status check_listed_file(Verifier& verifier, int base_fd, const std::string& pat
   if (seen) *seen = Stamp::of(*now);
   for (int i = 0; i < nfits; ++i)
     if (*fits[i]->sha256 == *digest && static_cast<std::uint64_t>(now->st_size) == fits[i]->size) return {};
-  return make_error(EBADMSG, path + ": sha256 differs from the manifest");
+  return defect_of(HideReason::digest, path + ": sha256 differs from the manifest", defect);
 }
 
 EntryVerifier::EntryVerifier(Verifier& verifier, std::chrono::nanoseconds ttl, std::size_t max_cached,
@@ -353,10 +370,11 @@ bool EntryVerifier::check_listed_files(const EntryLocation& where, const Manifes
     for (const auto& [path, rec] : manifest.files) {
       auto alt = manifest.accept.find(path);
       Stamp seen;
+      HideReason defect = HideReason::missing;
       const bool forced = force.covers(path);
-      Status s =
-          check_listed_file(verifier_, where.base_fd, path, rec,
-                            alt == manifest.accept.end() ? nullptr : &alt->second, pass == 1, forced, &seen);
+      Status s = check_listed_file(verifier_, where.base_fd, path, rec,
+                                   alt == manifest.accept.end() ? nullptr : &alt->second, pass == 1, forced,
+                                   &seen, &defect);
       if (!s && s.code() != EBADMSG) {
         v.reason = s.error().message;
         v.transient = true;
@@ -369,6 +387,7 @@ bool EntryVerifier::check_listed_files(const EntryLocation& where, const Manifes
       }
       if (!s) {
         v.reason = s.error().message;
+        v.cause = defect;
         // A manifest replaced while we checked (an amend, seal or R6 swap
         // through the mount) describes other content: not damage, ask again.
         auto stamp_now = manifest_stamp_at(where.base_fd, where.manifest_name);

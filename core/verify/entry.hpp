@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/base/metrics.hpp"
 #include "core/manifest/keys.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/profile.hpp"
@@ -30,6 +31,7 @@ bool is_damage_evidence(int code);
 struct EntryVerdict {
   bool valid = false;
   std::string reason;                        // why invalid: "<path>: <defect>"
+  HideReason cause = HideReason::manifest;   // the defect's kind, when invalid
   std::shared_ptr<const Manifest> manifest;  // null when it could not be read
   Stamp manifest_stamp;
   std::map<std::string, Stamp> file_stamps;  // manifest path → stamp seen when verified
@@ -169,8 +171,10 @@ Result<Stamp> listed_stamp(int base_fd, const std::string& path);
 // Checks one listed path below base_fd against its record (and an alternative
 // accepted during an R6 swap). Without hashing, types, sizes and symlink
 // targets only. On success *seen holds the file's stamp. EBADMSG is evidence
-// of damage; any other error is a failure to check, with its own errno.
+// of damage (its kind in *defect); any other error is a failure to check,
+// with its own errno.
 Status check_listed_file(Verifier& verifier, int base_fd, const std::string& path, const FileRecord& record,
-                         const FileRecord* alternative, bool hash, bool force, Stamp* seen);
+                         const FileRecord* alternative, bool hash, bool force, Stamp* seen,
+                         HideReason* defect = nullptr);
 
 }  // namespace sealfs

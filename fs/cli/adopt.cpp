@@ -1,18 +1,21 @@
 // `sealfs adopt BACKING [PATH…]`: seal foreign content in B deliberately
 // (trust on first use, R3).
 #include "fs/cli/commands.hpp"
+#include "fs/cli/progress_line.hpp"
 
 namespace sealfs::cli {
 
 int run_adopt(const BackingOptions& options, const std::vector<std::string>& paths, bool resign,
-              std::ostream& out, std::ostream& err) {
+              std::ostream& out, std::ostream& err, bool err_is_terminal) {
   if (resign && options.key_file.empty()) {
     err << "sealfs: adopt --resign needs a key file (--key-file PATH or -o key_file=PATH)\n";
     return 1;
   }
   auto store = open_offline_store(options, err);
   if (!store) return 1;
-  auto adopted = (*store)->adopt(paths);
+  ProgressLine progress("adopt", "items", err, err_is_terminal);
+  auto adopted = (*store)->adopt(paths, &progress);
+  progress.finish();
   if (!adopted) {
     err << "sealfs: adopt: " << adopted.error().message << "\n";
     return 1;

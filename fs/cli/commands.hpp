@@ -15,19 +15,24 @@
 
 namespace sealfs::cli {
 
-// `sealfs status MOUNTPOINT`: the live counters of a running mount.
-int run_status(const std::string& mountpoint, std::ostream& out, std::ostream& err);
+// `sealfs status [--format=json|prometheus] MOUNTPOINT`: the live counters
+// of a running mount, as the daemon's JSON (the default) or in Prometheus'
+// text format. 0 printed, 1 no status (not a sealfs mount…), 2 a bad format.
+int run_status(const std::string& mountpoint, std::string_view format, std::ostream& out, std::ostream& err);
 
 // `sealfs fsck [--repair] BACKING`: 0 all entries valid, 1 invalid entries
 // were found and quarantined (--repair), 4 invalid entries left in place,
-// 8 the check itself failed.
-int run_fsck(const BackingOptions& options, bool repair, std::ostream& out, std::ostream& err);
+// 8 the check itself failed. The progress goes to err (progress_line.hpp):
+// rewritten in place while err_is_terminal, and one summary line at the end.
+int run_fsck(const BackingOptions& options, bool repair, std::ostream& out, std::ostream& err,
+             bool err_is_terminal = false);
 
 // `sealfs adopt [--resign] BACKING [PATH…]`: seal foreign content
 // deliberately; resign (needs a key file): re-sign entries that its first
-// key did not sign, where their files match their manifest.
+// key did not sign, where their files match their manifest. Its progress as
+// fsck's.
 int run_adopt(const BackingOptions& options, const std::vector<std::string>& paths, bool resign,
-              std::ostream& out, std::ostream& err);
+              std::ostream& out, std::ostream& err, bool err_is_terminal = false);
 
 // `sealfs cuda-check FILE…`: one line per file on out, problems on err.
 // Exit code: 0 all sound (a library without CUDA images is sound), 1 any

@@ -1,12 +1,16 @@
 // `sealfs fsck [--repair] BACKING`: verify every entry of B offline.
 #include "fs/cli/commands.hpp"
+#include "fs/cli/progress_line.hpp"
 
 namespace sealfs::cli {
 
-int run_fsck(const BackingOptions& options, bool repair, std::ostream& out, std::ostream& err) {
+int run_fsck(const BackingOptions& options, bool repair, std::ostream& out, std::ostream& err,
+             bool err_is_terminal) {
   auto store = open_offline_store(options, err);
   if (!store) return 8;
-  auto report = (*store)->fsck(repair);
+  ProgressLine progress("fsck", "entries", err, err_is_terminal);
+  auto report = (*store)->fsck(repair, &progress);
+  progress.finish();
   if (!report) {
     err << "sealfs: fsck " << options.backing << ": " << report.error().message << "\n";
     return 8;

@@ -1,5 +1,7 @@
 // The `sealfs` command line. The mount form has no subcommand word, as
 // mount.fuse3 runs it: `sealfs BACKING MOUNTPOINT -o OPTS`.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <new>
@@ -38,6 +40,7 @@ struct Parsed {
   bool resign = false;
   std::vector<std::string> adopt_paths;
   std::string status_mountpoint;
+  std::string status_format = "json";
   std::string cuda_mode = "structural";
   std::vector<std::string> cuda_files;
   CLI::App* fsck = nullptr;
@@ -51,7 +54,7 @@ void add_mount_form(CLI::App& app, Parsed& p) {
   app.add_flag("-d,--debug", p.mount.debug, "FUSE debug output (implies -f)");
   app.add_option("-o", p.mount_lists,
                  "options: profile=, verify=, durability=, cache_timeout=, cuda_validate=, key_file=, "
-                 "and FUSE's own (allow_other, auto_unmount, …)")
+                 "metrics_file=, metrics_interval=, and FUSE's own (allow_other, auto_unmount, …)")
       ->allow_extra_args(false);
   app.add_option("backing", p.mount.backing, "the backing directory B");
   app.add_option("mountpoint", p.mount.mountpoint, "where to mount (may be B itself)");
@@ -74,6 +77,7 @@ void add_subcommands(CLI::App& app, Parsed& p) {
   p.adopt->add_option("paths", p.adopt_paths, "paths relative to B (default: all foreign content)");
 
   p.status = app.add_subcommand("status", "live counters of a running mount");
+  p.status->add_option("--format", p.status_format, "json (default) or prometheus");
   p.status->add_option("mountpoint", p.status_mountpoint, "the mount")->required();
 
   p.cuda = app.add_subcommand("cuda-check", "validate CUDA images in .so/.cubin/.fatbin/.ptx files");
@@ -92,13 +96,14 @@ bool apply_offline(Parsed& p) {
 int dispatch(Parsed& p) {
   if (*p.fsck) {
     if (!apply_offline(p)) return 8;
-    return sealfs::cli::run_fsck(p.offline, p.repair, std::cout, std::cerr);
+    return sealfs::cli::run_fsck(p.offline, p.repair, std::cout, std::cerr, ::isatty(STDERR_FILENO) != 0);
   }
   if (*p.adopt) {
     if (!apply_offline(p)) return 1;
-    return sealfs::cli::run_adopt(p.offline, p.adopt_paths, p.resign, std::cout, std::cerr);
+    return sealfs::cli::run_adopt(p.offline, p.adopt_paths, p.resign, std::cout, std::cerr,
+                                  ::isatty(STDERR_FILENO) != 0);
   }
-  if (*p.status) return sealfs::cli::run_status(p.status_mountpoint, std::cout, std::cerr);
+  if (*p.status) return sealfs::cli::run_status(p.status_mountpoint, p.status_format, std::cout, std::cerr);
   if (*p.cuda) return sealfs::cli::run_cuda_check(p.cuda_files, p.cuda_mode, std::cout, std::cerr);
 
   if (p.mount.backing.empty() || p.mount.mountpoint.empty()) {

@@ -47,12 +47,12 @@ bool contains(const std::array<std::string_view, N>& set, std::string_view v) {
   return std::find(set.begin(), set.end(), v) != set.end();
 }
 
-Result<double> parse_seconds(std::string_view value) {
+Result<double> parse_seconds(std::string_view key, std::string_view value) {
   double seconds = 0;
   auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
   if (ec != std::errc{} || ptr != value.data() + value.size() || !std::isfinite(seconds) || seconds < 0 ||
       seconds > 86400.0 * 365)
-    return make_error(EINVAL, "cache_timeout: not a number of seconds: '" + std::string(value) + "'");
+    return make_error(EINVAL, std::string(key) + ": not a number of seconds: '" + std::string(value) + "'");
   return seconds;
 }
 
@@ -95,7 +95,7 @@ std::optional<Status> apply_backing_option(const Option& opt, BackingOptions& o)
     o.durability = value == "none" ? Durability::none : Durability::fsync;
   } else if (opt.key == "cache_timeout") {
     if (auto s = opt.need_value(); !s) return s;
-    auto seconds = parse_seconds(opt.value);
+    auto seconds = parse_seconds(opt.key, opt.value);
     if (!seconds) return seconds.error();
     o.cache_timeout = *seconds;
   } else if (opt.key == "cuda_validate") {
@@ -131,6 +131,17 @@ Status apply_mount_option(const Option& opt, MountOptions& o) {
     auto n = parse_count(key, opt.value);
     if (!n) return n.error();
     o.push_max = *n;
+  } else if (key == "metrics_file") {
+    if (auto s = opt.need_value(); !s) return s;
+    o.metrics_file = std::string(opt.value);
+  } else if (key == "metrics_interval") {
+    if (auto s = opt.need_value(); !s) return s;
+    auto seconds = parse_seconds(key, opt.value);
+    if (!seconds) return seconds.error();
+    if (*seconds < 0.1)
+      return make_error(EINVAL,
+                        "metrics_interval: at least 0.1 seconds, not '" + std::string(opt.value) + "'");
+    o.metrics_interval = *seconds;
   } else if (!opt.has_value && contains(kConnFlags, key)) {
     o.conn_options.emplace_back(key);
   } else if (key == "readdirplus") {

@@ -43,6 +43,10 @@ struct MountOptions : BackingOptions {
   // -o push_max=BYTES: the largest sealed file whose verified bytes go into
   // the kernel's page cache at its first lookup (fs/fuse/page_push.hpp); 0: none.
   unsigned push_max = 64U << 20;
+  // -o metrics_file=PATH: the counters in Prometheus' text format, rewritten
+  // every metrics_interval seconds (fs/fuse/metrics_file.hpp); empty: none.
+  std::string metrics_file;
+  double metrics_interval = 5.0;
 
   // Options handed to libfuse as one "-o" list (always with
   // default_permissions, see DESIGN.md "allow_other").

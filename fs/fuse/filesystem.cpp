@@ -14,6 +14,12 @@ void Filesystem::attach_hooks(StoreOptions& options) {
     return false;
   };
   options.on_invalidate = [this](const Invalidation& event) { invalidator.post(event); };
+  options.gauges = [this] {
+    Gauges g;
+    g.in_progress = writers.in_progress_count();
+    g.open_handles = files.size() + dirs.size() + implicit.size();
+    return g;
+  };
 }
 
 }  // namespace sealfs::fuse

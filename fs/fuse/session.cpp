@@ -22,12 +22,14 @@
 #include <vector>
 
 #include "core/base/cancel.hpp"
+#include "core/base/metrics_text.hpp"
 #include "core/manifest/profile.hpp"
 #include "core/store/store.hpp"
 #include "core/verify/validator.hpp"
 #include "fs/cli/options.hpp"
 #include "fs/fuse/file_handles.hpp"
 #include "fs/fuse/filesystem.hpp"
+#include "fs/fuse/metrics_file.hpp"
 
 namespace sealfs::fuse {
 namespace {
@@ -257,11 +259,31 @@ SessionPtr mount_session(Filesystem& fs, const cli::MountOptions& options, std::
   return se;
 }
 
+// -o metrics_file: checked and made absolute before mounting (empty: none).
+struct MetricsFileSetting {
+  std::string path;
+  std::chrono::milliseconds interval{0};
+};
+
+std::optional<MetricsFileSetting> check_metrics_file(const cli::MountOptions& options, std::ostream& err) {
+  MetricsFileSetting setting;
+  if (options.metrics_file.empty()) return setting;
+  auto path = metrics_file_path(options.metrics_file, options.mountpoint, options.backing);
+  if (!path) {
+    err << "sealfs: metrics_file " << options.metrics_file << ": " << path.error().message << "\n";
+    return std::nullopt;
+  }
+  setting.path = std::move(*path);
+  setting.interval = std::chrono::milliseconds(static_cast<long long>(options.metrics_interval * 1000));
+  return setting;
+}
+
 // Daemonize unless -f, serve until unmounted, unmount. The session loop's
 // result: 0 unmounted; > 0 the signal that ended the loop (SIGTERM, SIGINT…),
 // after which it unmounted cleanly; < 0 the loop failed. Nothing when it
 // could not start serving (said on err or in syslog).
-std::optional<int> serve(Filesystem& fs, fuse_session* se, bool foreground, std::ostream& err) {
+std::optional<int> serve(Filesystem& fs, fuse_session* se, bool foreground, const MetricsFileSetting& metrics,
+                         std::ostream& err) {
   MountGuard mounted(se);
   // After this, stderr is /dev/null unless -f: problems go to syslog.
   if (fuse_daemonize(foreground ? 1 : 0) != 0) {
@@ -272,6 +294,12 @@ std::optional<int> serve(Filesystem& fs, fuse_session* se, bool foreground, std:
   fs.invalidator.start(se);
   fs.pusher.start(se);
   fs.reaper.start([&fs](fuse_ino_t ino) { end_orphaned_writer(fs, ino); });
+  // Declared after `mounted`: its last write (the final counters) comes
+  // after the loop has ended and before the unmount.
+  std::optional<MetricsFile> metrics_file;
+  if (!metrics.path.empty())
+    metrics_file.emplace(metrics.path, metrics.interval,
+                         [&fs] { return prometheus_text(fs.store->status(), fs.mountpoint); });
   std::unique_ptr<fuse_loop_config, LoopConfigDeleter> config(fuse_loop_cfg_create());
   if (!config) {
     fs.reaper.stop();
@@ -291,6 +319,8 @@ std::optional<int> serve(Filesystem& fs, fuse_session* se, bool foreground, std:
 int run_mount(const cli::MountOptions& options, std::ostream& err) {
   auto profile = check_before_mount(options, err);
   if (!profile) return 1;
+  const auto metrics = check_metrics_file(options, err);
+  if (!metrics) return 1;
   raise_fd_limit();
   // The kernel applied the caller's umask to every mode it sends (no
   // FUSE_CAP_DONT_MASK); the daemon's own must not mask it again. sealfs's
@@ -300,7 +330,7 @@ int run_mount(const cli::MountOptions& options, std::ostream& err) {
   if (!open_backing(fs, options, std::move(*profile), err) || !parse_conn_options(fs, options, err)) return 1;
   SessionPtr se = mount_session(fs, options, err);
   if (!se) return 1;
-  const std::optional<int> rc = serve(fs, se.get(), options.foreground, err);
+  const std::optional<int> rc = serve(fs, se.get(), options.foreground, *metrics, err);
   if (!rc) return 1;
   // Unmounted first (serve's MountGuard): a notification waiting on a
   // directory lock in the kernel then ends at once instead of holding up the

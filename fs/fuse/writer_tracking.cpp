@@ -198,6 +198,14 @@ bool WriterTracking::in_progress(dev_t dev, ino_t ino) const {
   return it != files_.end() && (it->second.writers > 0 || it->second.sealing > 0);
 }
 
+std::size_t WriterTracking::in_progress_count() const {
+  std::lock_guard lock(mu_);
+  std::size_t n = 0;
+  for (const auto& [key, state] : files_)
+    if (state.writers > 0 || state.sealing > 0) ++n;
+  return n;
+}
+
 WriterTracking::Hold WriterTracking::hold(std::vector<Key> keys) {
   std::erase(keys, Key{0, 0});
   std::sort(keys.begin(), keys.end());

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <condition_variable>
+#include <cstddef>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -77,6 +78,8 @@ class WriterTracking {
   void cancelled(dev_t dev, ino_t ino);
 
   bool in_progress(dev_t dev, ino_t ino) const;
+  // How many files are in progress now (the status gauge).
+  std::size_t in_progress_count() const;
 
   // R4's seal gate. The seal after a last release runs while the kernel may
   // already send the closer's next requests (close() returned at FLUSH). A

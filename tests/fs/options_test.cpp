@@ -47,6 +47,21 @@ TEST(MountOptionsTest, BadValuesAreRefused) {
   }
 }
 
+TEST(MountOptionsTest, MetricsFileAndItsIntervalAreSealfsOwn) {
+  MountOptions o;
+  EXPECT_TRUE(o.metrics_file.empty());
+  EXPECT_DOUBLE_EQ(o.metrics_interval, 5.0);
+  ASSERT_TRUE(apply_option_list("metrics_file=/var/lib/node_exporter/sealfs.prom,metrics_interval=0.5", o));
+  EXPECT_EQ(o.metrics_file, "/var/lib/node_exporter/sealfs.prom");
+  EXPECT_DOUBLE_EQ(o.metrics_interval, 0.5);
+  EXPECT_TRUE(o.fuse_options.empty());  // never handed to libfuse
+  for (const char* bad : {"metrics_file=", "metrics_file", "metrics_interval=0", "metrics_interval=0.05",
+                          "metrics_interval=soon", "metrics_interval="}) {
+    MountOptions b;
+    EXPECT_EQ(apply_option_list(bad, b).code(), EINVAL) << bad;
+  }
+}
+
 TEST(MountOptionsTest, MountFuse3NoiseIsAcceptedAndFuseOptionsPassThrough) {
   // What mount.fuse3 hands over for an fstab line "B M fuse.sealfs profile=tilelang,nofail 0 0".
   MountOptions o;

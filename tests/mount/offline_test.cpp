@@ -1,10 +1,22 @@
-// `sealfs fsck` and `sealfs adopt` on B, and what a mount then shows.
+// `sealfs fsck` and `sealfs adopt` on B, and what a mount then shows; their
+// progress on a terminal and their summary line elsewhere (no mount needed).
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "tests/mount/mount_test_util.hpp"
 
 namespace sealfs::test {
 namespace {
+
+// B with two foreign files, one in a subdirectory.
+void foreign_files(const TempDir& dir) {
+  make_dirs(dir / "B/c/d");
+  write_file(dir / "B/c/a.so", std::string(4096, 'a'));
+  write_file(dir / "B/c/d/b.bin", std::string(1000, 'b'));
+}
+
+long lines_in(const std::string& text) { return std::count(text.begin(), text.end(), '\n'); }
 
 TEST(OfflineTools, AdoptSealsForeignContentSoTheMountShowsIt) {
   SEALFS_REQUIRE_FUSE();
@@ -49,6 +61,48 @@ TEST(OfflineTools, FsckReportsDamageAndRepairQuarantinesIt) {
   EXPECT_EQ(lstat_errno(dir / "B/ns/kernels/good"), 0);
   ProcessResult after = run_process({sealfs_binary(), "fsck", "-o", "profile=tilelang", dir / "B"});
   EXPECT_EQ(after.status, 0) << after.out << after.err;
+}
+
+TEST(OfflineTools, WithoutATerminalFsckAndAdoptPrintOneSummaryLine) {
+  TempDir dir("sealfs-offline-summary");
+  foreign_files(dir);
+  ProcessResult adopted = run_process({sealfs_binary(), "adopt", dir / "B"});  // stderr is a pipe
+  ASSERT_EQ(adopted.status, 0) << adopted.err;
+  EXPECT_EQ(lines_in(adopted.out), 2) << adopted.out;  // the report is unchanged: one line per file
+  EXPECT_EQ(lines_in(adopted.err), 1) << adopted.err;
+  EXPECT_EQ(adopted.err.rfind("adopt: 2 items, 5.1 kB hashed in ", 0), 0u) << adopted.err;
+  EXPECT_EQ(adopted.err.find('\r'), std::string::npos) << adopted.err;
+  ProcessResult checked = run_process({sealfs_binary(), "fsck", dir / "B"});
+  ASSERT_EQ(checked.status, 0) << checked.out << checked.err;
+  EXPECT_NE(checked.out.find("entries 2, valid 2"), std::string::npos) << checked.out;
+  EXPECT_EQ(lines_in(checked.err), 1) << checked.err;
+  EXPECT_EQ(checked.err.rfind("fsck: 2 entries, 5.1 kB hashed in ", 0), 0u) << checked.err;
+  EXPECT_EQ(checked.err.find('\r'), std::string::npos) << checked.err;
+}
+
+// script(1) (util-linux) runs the command on a pseudo-terminal; its output
+// is what the terminal received, stdout and stderr together.
+TEST(OfflineTools, OnATerminalTheProgressLineIsRewrittenInPlace) {
+  if (::access("/usr/bin/script", X_OK) != 0) {
+    if (running_under_ci()) FAIL() << "script(1) from util-linux is missing";
+    GTEST_SKIP() << "script(1) from util-linux is missing";
+  }
+  TempDir dir("sealfs-offline-tty");
+  foreign_files(dir);
+  for (const std::string job : {"adopt", "fsck"}) {
+    SCOPED_TRACE(job);
+    const std::string command = "'" + sealfs_binary() + "' " + job + " '" + (dir / "B") + "'";
+    ProcessResult r = run_process({"/usr/bin/script", "-qec", command, "/dev/null"});
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    const std::string unit = job == "fsck" ? "entries" : "items";
+    // The progress line (items done of planned), then the summary over it.
+    const auto progress = r.out.find("\r" + job + ": 1/2 " + unit + ", ");
+    ASSERT_NE(progress, std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" hashed, ", progress), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(", ETA ", progress), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\r" + job + ": 2 " + unit + ", 5.1 kB hashed in ", progress), std::string::npos)
+        << r.out;
+  }
 }
 
 TEST(OfflineTools, FsckOfAMissingDirectoryFailsWithOneLine) {
