@@ -192,21 +192,23 @@ Result<MetricsSnapshot> MetricsSnapshot::from_json(std::string_view text) {
   auto doc = json::parse_document(text, 8, kStatusError);
   if (!doc) return doc.error();
   if (!doc->IsObject()) return kStatusError("not a JSON object");
+  // Const iterators: C++20 finds RapidJSON's non-const iterator == ambiguous.
+  const rapidjson::Value& root = *doc;
   MetricsSnapshot s;
   for (const auto& [key, field] : kScalars) {
-    auto it = doc->FindMember(rapidjson::StringRef(key.data(), key.size()));
-    if (it == doc->MemberEnd()) continue;
+    auto it = root.FindMember(rapidjson::StringRef(key.data(), key.size()));
+    if (it == root.MemberEnd()) continue;
     auto n = unsigned_of(it->value, key);
     if (!n) return n.error();
     s.*field = *n;
   }
   for (auto [key, out] : {std::pair{kHiddenBy, &s.hidden_by}, std::pair{kQuarantinedBy, &s.quarantined_by}}) {
-    auto it = doc->FindMember(rapidjson::StringRef(key.data(), key.size()));
-    if (it == doc->MemberEnd()) continue;
+    auto it = root.FindMember(rapidjson::StringRef(key.data(), key.size()));
+    if (it == root.MemberEnd()) continue;
     if (Status r = read_by_reason(it->value, key, *out); !r) return r.error();
   }
-  auto it = doc->FindMember(rapidjson::StringRef(kPublishSeconds.data(), kPublishSeconds.size()));
-  if (it != doc->MemberEnd()) {
+  auto it = root.FindMember(rapidjson::StringRef(kPublishSeconds.data(), kPublishSeconds.size()));
+  if (it != root.MemberEnd()) {
     auto h = read_histogram(it->value);
     if (!h) return h.error();
     s.publish_seconds = std::move(*h);

@@ -209,7 +209,7 @@ Result<ManifestMac> parse_mac(const JsonValue& v) {
       return bad("mac: unknown key " + quoted(key));
     }
   }
-  if (!have_key || !have_hmac) return bad("mac: needs \"key\" and \"hmac-sha256\"");
+  if (!have_key || !have_hmac) return bad(R"(mac: needs "key" and "hmac-sha256")");
   return mac;
 }
 

@@ -142,6 +142,7 @@ class Publisher {
   Result<bool> has_visible_children(int dir_fd);
   Status refuse_existing(const Move& m);
   Result<Judgement> clear_destination(const Move& m, bool* exchange = nullptr);
+  Status rename_into_place(const Move& m, bool& exchange, const struct stat& dst_st);
   Status sync_parents(int sd, int dd);
   Status amend_dir(const Move& m, int src_fd);
   Status publish_special(const Move& m);
@@ -249,6 +250,20 @@ Status Publisher::amend_dir(const Move& m, int src_fd) {
   return sync_parents(m.sd, m.dd);
 }
 
+// The rename itself: over hidden leftovers an exchange (they are then
+// quarantined from src's old name), else m.flags. Where the filesystem has
+// no RENAME_EXCHANGE (GlusterFS's FUSE client answers EINVAL) the leftovers
+// go to quarantine first, then src is renamed in: a crash in between shows
+// neither, which for a directory of hidden things is the same miss as before.
+Status Publisher::rename_into_place(const Move& m, bool& exchange, const struct stat& dst_st) {
+  Status renamed = m.rename(exchange ? RENAME_EXCHANGE : m.flags);
+  if (renamed || !exchange || renamed.code() != EINVAL) return renamed;
+  s_.consequences.quarantine_object(m.dd, m.dn, dst_st, m.dst_rel(), HideReason::only_hidden,
+                                    "R5: directory holding only hidden objects");
+  exchange = false;
+  return m.rename(m.flags);
+}
+
 Status Publisher::publish_dir(const Move& m) {
   auto src = found_at(m.sd, m.sn, m.sj.kind, &m.sj.st);
   if (!src) return src.error();
@@ -289,18 +304,7 @@ Status Publisher::publish_dir(const Move& m) {
   const std::string src_rel = m.sctx.child_rel(m.sn);
   const bool moves_entry = !seal && m.sj.kind == ObjectKind::entry_root;
   if (moves_entry) (void)s_.records.move_signatures(src->fd.get(), src_rel, m.dst_rel());
-  Status renamed = m.rename(exchange ? RENAME_EXCHANGE : m.flags);
-  if (!renamed && exchange && renamed.code() == EINVAL) {
-    // No RENAME_EXCHANGE here (GlusterFS's FUSE client answers EINVAL): the
-    // leftovers go to quarantine first, then src is renamed in. A crash in
-    // between shows neither, which for a directory of hidden things is the
-    // same miss as before.
-    s_.consequences.quarantine_object(m.dd, m.dn, dj->st, m.dst_rel(), HideReason::only_hidden,
-                                      "R5: directory holding only hidden objects");
-    exchange = false;
-    renamed = m.rename(m.flags);
-  }
-  if (!renamed) {
+  if (Status renamed = rename_into_place(m, exchange, dj->st); !renamed) {
     if (moves_entry) (void)s_.records.move_signatures(src->fd.get(), m.dst_rel(), src_rel);
     return renamed;
   }
