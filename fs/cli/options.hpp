@@ -40,7 +40,7 @@ struct MountOptions : BackingOptions {
   // OPENDIR answered ENOSYS (fs/README.md "Without OPENDIR"): the default;
   // -o keep_opendir lists the directory in the store at every opendir.
   bool no_opendir = true;
-  // -o push_max=BYTES: the largest sealed file whose verified bytes go into
+  // -o push_max=BYTES (-o ro mounts only): the largest sealed file whose verified bytes go into
   // the kernel's page cache at its first lookup (fs/fuse/page_push.hpp); 0: none.
   unsigned push_max = 64U << 20;
   // -o metrics_file=PATH: the counters in Prometheus' text format, rewritten

@@ -186,7 +186,9 @@ bool open_backing(Filesystem& fs, const cli::MountOptions& options, Profile prof
   }
   fs.read_only = options.read_only;
   fs.no_opendir = options.no_opendir;
-  fs.pusher.max_file = options.push_max;
+  // Pages are pushed on read-only mounts only: a push racing a write through
+  // the mount can send the old bytes to B (fs/README.md "Pages pushed").
+  fs.pusher.max_file = options.read_only ? options.push_max : 0;
   fs.chown_to_caller = ::geteuid() == 0;
   StoreOptions store_options = cli::store_options(options);
   auto keys = cli::load_keys(options);
