@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/base/cancel.hpp"
+#include "fs/fuse/fd_bufvec.hpp"
 #include "fs/fuse/file_handles.hpp"
 #include "fs/fuse/filesystem.hpp"
 
@@ -44,8 +45,7 @@ bool read_fully(int fd, char* buf, std::size_t len, off_t off) {
 // wait_for_inode. No splice: the bytes are in our buffer already.
 bool store_chunk(fuse_session* session, fuse_ino_t ino, off_t off, char* data, std::size_t len,
                  bool wait_for_inode) {
-  fuse_bufvec bufv = FUSE_BUFVEC_INIT(len);
-  bufv.buf[0].mem = data;
+  fuse_bufvec bufv = mem_bufvec(len, data);
   for (int attempt = 0;; ++attempt) {
     const int rc = fuse_lowlevel_notify_store(session, ino, off, &bufv, FUSE_BUF_NO_SPLICE);
     if (rc == 0) return true;
