@@ -52,6 +52,8 @@ EXPECTED_TYPES = {
     "sealfs_abandoned_writes": "counter",
     "sealfs_hashed_bytes": "counter",
     "sealfs_hashed_files": "counter",
+    "sealfs_reads": "counter",
+    "sealfs_pushed_bytes": "counter",
     "sealfs_in_progress_files": "gauge",
     "sealfs_open_handles": "gauge",
 }
