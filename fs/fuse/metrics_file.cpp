@@ -38,7 +38,8 @@ Result<std::string> metrics_file_path(const std::string& path, const std::string
   const auto slash = path.rfind('/');
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
   const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  if (name.empty() || name == "." || name == "..") return make_error(EINVAL, "needs a file name");
+  if (name.empty() || name == "." || name == "..")
+    return make_error(EINVAL, "the path must end in a file, not a directory");
   auto real_dir = real_path(dir);
   if (!real_dir) return make_error(real_dir.code(), "directory " + real_dir.error().message);
   struct stat st {};
