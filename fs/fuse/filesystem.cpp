@@ -13,7 +13,18 @@ void Filesystem::attach_hooks(StoreOptions& options) {
     reaper.post(inode->id);
     return false;
   };
-  options.on_invalidate = [this](const Invalidation& event) { invalidator.post(event); };
+  options.on_invalidate = [this](const Invalidation& event) {
+    // The parent's listing at once, before the reply to the request that
+    // noticed the change: a caller that lists next must not be served the
+    // kernel's copy that still names the object. Safe inside any request
+    // (the kernel's inode invalidation takes no directory lock); the entry
+    // and the object itself go through the queue (an entry's invalidation
+    // would wait for the parent's lock that a lookup holds).
+    if (!event.name.empty())
+      if (const InodeRef parent = inodes.find(event.parent_dev, event.parent_ino))
+        invalidator.invalidate_now(parent->id);
+    invalidator.post(event);
+  };
   options.gauges = [this] {
     Gauges g;
     g.in_progress = writers.in_progress_count();
