@@ -43,7 +43,7 @@ struct ThreadCpuClock {
   using rep = duration::rep;
   using period = duration::period;
   using time_point = std::chrono::time_point<ThreadCpuClock>;
-  static constexpr bool is_steady = true;
+  [[maybe_unused]] static constexpr bool is_steady = true;  // the Clock requirements
   static time_point now() {
     timespec ts{};
     ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);

@@ -260,7 +260,14 @@ int check_every_namespace(const std::string& m, int keys) {
 
 // The daemon's memory at the end is within 16 MiB of what it was at 25%.
 void expect_rss_flat(std::uint64_t rss_quarter, std::uint64_t rss_end) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(SEALFS_SANITIZER_THREAD)
+  // TSan's runtime keeps a shadow and a history of every access, which grow
+  // with the run's length whatever the daemon holds (22 MiB more over the
+  // 10 s run in a measured run); the release build checks the daemon.
+  (void)rss_quarter;
+  (void)rss_end;
+  std::printf("[ proof ] TSan build: RSS growth not checked (the runtime's shadow grows with the run)\n");
+#elif defined(SEALFS_SANITIZER_ADDRESS)
   // ASan keeps freed memory in its quarantine (256 MiB by default), so the
   // daemon's RSS grows with allocation churn whatever it holds; in this build
   // LeakSanitizer checks for leaks at the daemon's exit instead.
