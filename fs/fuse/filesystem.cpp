@@ -8,9 +8,18 @@ void Filesystem::attach_hooks(StoreOptions& options) {
     // Without OPEN a writer can outlive every process that held the file
     // (reaper.hpp): such a file is no longer in progress, and is ended.
     if (!no_open) return true;
-    const InodeRef inode = inodes.find(dev, ino);
-    if (!inode || !implicit.writer_orphaned(inode->id, process_gone)) return true;
-    reaper.post(inode->id);
+    // By the inode the kernel holds, or else by the file itself: a creator
+    // killed before its open returned sends no FLUSH, a lookup then finds
+    // the file hidden (orphaned) and the kernel forgets its inode, and the
+    // next lookup must not see it in progress while the reaper abandons it.
+    std::optional<fuse_ino_t> id;
+    if (const InodeRef inode = inodes.find(dev, ino))
+      id = inode->id;
+    else
+      id = implicit.writer_id_where(
+          [&](const FileHandle& h) { return h.inode && h.inode->dev == dev && h.inode->ino == ino; });
+    if (!id || !implicit.writer_orphaned(*id, process_gone)) return true;
+    reaper.post(*id);
     return false;
   };
   options.on_invalidate = [this](const Invalidation& event) {

@@ -73,13 +73,25 @@ std::shared_ptr<ImplicitHandles::Writer> ImplicitHandles::take_orphaned(
     return nullptr;
   auto writer = std::move(it->second.writer);
   writers_.erase(it);
-  orphans_.insert(ino);
+  orphans_.emplace(ino, writer->handle);
   return writer;
 }
 
 void ImplicitHandles::orphan_ended(fuse_ino_t ino) {
   std::lock_guard lock(mu_);
   orphans_.erase(ino);
+}
+
+std::optional<fuse_ino_t> ImplicitHandles::writer_id_where(
+    const std::function<bool(const FileHandle&)>& matches) const {
+  // A scan: asked only on the rare path where no inode names the file, and
+  // there are as many writers as files being written.
+  std::lock_guard lock(mu_);
+  for (const auto& [ino, slot] : writers_)
+    if (slot.writer && slot.writer->handle && matches(*slot.writer->handle)) return ino;
+  for (const auto& [ino, handle] : orphans_)
+    if (handle && matches(*handle)) return ino;
+  return std::nullopt;
 }
 
 std::shared_ptr<ImplicitHandles::Writer> ImplicitHandles::writer(fuse_ino_t ino) const {

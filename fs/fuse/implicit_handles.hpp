@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <shared_mutex>
 #include <unordered_map>
@@ -74,6 +75,11 @@ class ImplicitHandles {
   // between sees the file in progress again.
   std::shared_ptr<Writer> take_orphaned(fuse_ino_t ino, const std::function<bool(pid_t)>& gone);
   void orphan_ended(fuse_ino_t ino);
+  // The id of the writer, kept or being ended as an orphan, whose handle
+  // matches: for a file whose inode the kernel forgot while its writer
+  // lived on (a creator killed before its open returned sends no FLUSH,
+  // and a lookup that finds the file hidden lets the kernel forget it).
+  std::optional<fuse_ino_t> writer_id_where(const std::function<bool(const FileHandle&)>& matches) const;
 
   // The read handle of ino, made by make() when there is none. At most
   // kMaxReaders are kept (least recently used leave first; a READ still
@@ -101,7 +107,8 @@ class ImplicitHandles {
   std::unordered_map<fuse_ino_t, WriterSlot> writers_;
   std::unordered_map<fuse_ino_t, ReaderSlot> readers_;
   std::list<fuse_ino_t> reader_age_;  // front: most recently used
-  std::set<fuse_ino_t> orphans_;      // taken by take_orphaned, not ended yet
+  // Taken by take_orphaned, not ended yet (with their handles, for writer_id_where).
+  std::unordered_map<fuse_ino_t, std::shared_ptr<FileHandle>> orphans_;
 };
 
 }  // namespace sealfs::fuse

@@ -89,6 +89,30 @@ TEST(ImplicitHandles, WritebackCountsNoProcessAndEndsWhenUnheld) {
   EXPECT_EQ(made, 2);
 }
 
+// A writer is found by its handle as well as by its id, while it is kept
+// and while it is being ended as an orphan: the kernel may have forgotten
+// the inode id (a creator killed before its open returned sent no FLUSH).
+TEST(ImplicitHandles, AWriterIsFoundByItsHandleUntilItsOrphanEnds) {
+  ImplicitHandles table;
+  std::shared_ptr<FileHandle> mine = std::make_shared<FileHandle>();
+  const auto is_mine = [&](const FileHandle& h) { return &h == mine.get(); };
+  EXPECT_EQ(table.writer_id_where(is_mine), std::nullopt);
+  constexpr pid_t kGone = 999999;  // no such process: counted, then gone
+  ASSERT_TRUE(table.writer_for_change(
+      9, kGone, [&]() -> Result<std::shared_ptr<FileHandle>> { return mine; }, kNoUndo));
+  int made = 0;
+  ASSERT_TRUE(table.writer_for_change(4, ::getpid(), maker(made), kNoUndo));  // another file's
+  EXPECT_EQ(table.writer_id_where(is_mine), std::optional<fuse_ino_t>(9));
+  const auto gone = [](pid_t group) { return group == kGone; };
+  ASSERT_TRUE(table.writer_orphaned(9, gone));
+  ASSERT_NE(table.take_orphaned(9, gone), nullptr);
+  EXPECT_EQ(table.writer(9), nullptr);
+  EXPECT_EQ(table.writer_id_where(is_mine), std::optional<fuse_ino_t>(9)) << "lost while being ended";
+  EXPECT_TRUE(table.writer_orphaned(9, gone));
+  table.orphan_ended(9);
+  EXPECT_EQ(table.writer_id_where(is_mine), std::nullopt);
+}
+
 TEST(ImplicitHandles, AFailedFirstOpenLeavesNothing) {
   ImplicitHandles table;
   auto failed = table.writer_for_change(
