@@ -13,6 +13,7 @@
 
 #include "core/base/digest.hpp"
 #include "core/manifest/manifest.hpp"
+#include "tests/mount/daemon_fd_limit.hpp"
 #include "tests/mount/mount_test_util.hpp"
 
 namespace sealfs::test {
@@ -57,19 +58,14 @@ TEST(HostileDaemon, RunningOutOfDescriptorsIsNotDamage) {
   EXPECT_EQ(read_file(mount.m("entry/a")), "first file");
   // The daemon may open nothing more: its soft limit drops below what it
   // holds (it keeps those; every new open fails with EMFILE).
-  const std::string fds = "/proc/" + std::to_string(mount.daemon_pid()) + "/fd";
-  struct rlimit old {};
-  ASSERT_EQ(::prlimit(mount.daemon_pid(), RLIMIT_NOFILE, nullptr, &old), 0) << std::strerror(errno);
-  struct rlimit low {
-    static_cast<rlim_t>(list_dir(fds).size() - 6), old.rlim_max
-  };
-  ASSERT_EQ(::prlimit(mount.daemon_pid(), RLIMIT_NOFILE, &low, nullptr), 0) << std::strerror(errno);
+  DaemonFdLimit limit(mount.daemon_pid(), FreeDescriptors{0});
+  ASSERT_TRUE(limit.ok()) << limit.error();
   std::map<int, int> answers;  // errno → count, for stat of a file of the entry
   for (int i = 0; i < 20; ++i) {
     struct stat st {};
     ++answers[::stat(mount.m("entry/b").c_str(), &st) == 0 ? 0 : errno];
   }
-  ASSERT_EQ(::prlimit(mount.daemon_pid(), RLIMIT_NOFILE, &old, nullptr), 0) << std::strerror(errno);
+  ASSERT_TRUE(limit.restore()) << limit.error();
   for (const auto& [e, n] : answers)
     std::printf("[ hostile ] out of descriptors: stat -> %s x%d\n", std::strerror(e), n);
   EXPECT_EQ(answers.count(ENOENT), 0u) << "a valid entry was hidden when the daemon ran out of descriptors";
@@ -88,12 +84,8 @@ TEST(HostileDaemon, CallersOpensLeaveHeadroomForVerification) {
   ASSERT_TRUE(mount.ok()) << mount.error();
   publish_entry(mount, "entry");
   publish_entry(mount, "other");
-  struct rlimit old {};
-  ASSERT_EQ(::prlimit(mount.daemon_pid(), RLIMIT_NOFILE, nullptr, &old), 0) << std::strerror(errno);
-  struct rlimit low {
-    512, old.rlim_max
-  };
-  ASSERT_EQ(::prlimit(mount.daemon_pid(), RLIMIT_NOFILE, &low, nullptr), 0) << std::strerror(errno);
+  DaemonFdLimit limit(mount.daemon_pid(), SoftLimit{512});
+  ASSERT_TRUE(limit.ok()) << limit.error();
   std::vector<UniqueFd> held;
   int enfile = 0;
   for (int i = 0; i < 1000 && enfile == 0; ++i) {
@@ -112,7 +104,7 @@ TEST(HostileDaemon, CallersOpensLeaveHeadroomForVerification) {
   struct stat st {};
   EXPECT_EQ(::stat(mount.m("other/b").c_str(), &st), 0) << std::strerror(errno);
   held.clear();
-  ASSERT_EQ(::prlimit(mount.daemon_pid(), RLIMIT_NOFILE, &old, nullptr), 0) << std::strerror(errno);
+  ASSERT_TRUE(limit.restore()) << limit.error();
   EXPECT_EQ(read_file(mount.m("other/b")), "second file");
   EXPECT_EQ(quarantined_files(mount), std::vector<std::string>{});
 }
@@ -126,12 +118,8 @@ TEST(HostileDaemon, WithoutOpenCallersOpensCostTheDaemonNothing) {
   ASSERT_TRUE(mount.ok()) << mount.error();
   publish_entry(mount, "entry");
   publish_entry(mount, "other");
-  struct rlimit old {};
-  ASSERT_EQ(::prlimit(mount.daemon_pid(), RLIMIT_NOFILE, nullptr, &old), 0) << std::strerror(errno);
-  struct rlimit low {
-    512, old.rlim_max
-  };
-  ASSERT_EQ(::prlimit(mount.daemon_pid(), RLIMIT_NOFILE, &low, nullptr), 0) << std::strerror(errno);
+  DaemonFdLimit limit(mount.daemon_pid(), SoftLimit{512});
+  ASSERT_TRUE(limit.ok()) << limit.error();
   std::vector<UniqueFd> held;
   for (int i = 0; i < 768; ++i) {  // more than the daemon's 512, less than our own 1024
     UniqueFd fd(::open(mount.m("entry/a").c_str(), O_RDONLY | O_CLOEXEC));
@@ -148,7 +136,7 @@ TEST(HostileDaemon, WithoutOpenCallersOpensCostTheDaemonNothing) {
   EXPECT_EQ(::stat(mount.m("other/b").c_str(), &st), 0) << std::strerror(errno);
   EXPECT_EQ(read_file(mount.m("other/b")), "second file");
   held.clear();
-  ASSERT_EQ(::prlimit(mount.daemon_pid(), RLIMIT_NOFILE, &old, nullptr), 0) << std::strerror(errno);
+  ASSERT_TRUE(limit.restore()) << limit.error();
   EXPECT_EQ(quarantined_files(mount), std::vector<std::string>{});
 }
 

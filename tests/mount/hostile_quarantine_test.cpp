@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "tests/mount/daemon_fd_limit.hpp"
 #include "tests/mount/mount_test_util.hpp"
 
 namespace sealfs::test {
@@ -94,37 +95,6 @@ TEST_F(HostileQuarantine, SparseAbandonedWriteKeepsEarlierEvidence) {
   EXPECT_EQ(mount_->log().find("quarantine: removed"), std::string::npos) << mount_->log();
 }
 
-// Lowers the daemon's soft RLIMIT_NOFILE (prlimit) so that exactly `free`
-// more descriptors fit below it; restores it when destroyed.
-class DaemonFdBudget {
- public:
-  DaemonFdBudget(pid_t pid, int free) : pid_(pid) {
-    if (::prlimit(pid_, RLIMIT_NOFILE, nullptr, &saved_) != 0) return;
-    std::set<int> used;
-    for (const auto& n : list_dir("/proc/" + std::to_string(pid_) + "/fd"))
-      if (n != "." && n != "..") used.insert(std::atoi(n.c_str()));
-    rlim_t limit = 0;
-    for (int left = free;; ++limit) {
-      if (!used.count(static_cast<int>(limit))) {
-        if (left == 0) break;
-        --left;
-      }
-    }
-    struct rlimit lowered = saved_;
-    lowered.rlim_cur = limit;
-    ok_ = ::prlimit(pid_, RLIMIT_NOFILE, &lowered, nullptr) == 0;
-  }
-  ~DaemonFdBudget() { ::prlimit(pid_, RLIMIT_NOFILE, &saved_, nullptr); }
-  DaemonFdBudget(const DaemonFdBudget&) = delete;
-  DaemonFdBudget& operator=(const DaemonFdBudget&) = delete;
-  bool ok() const { return ok_; }
-
- private:
-  pid_t pid_;
-  struct rlimit saved_ {};
-  bool ok_ = false;
-};
-
 // Issue 12, item 5. Abandoned writes while the daemon has 0, 1, 2 … free
 // descriptors: every slot left in the quarantine holds its reason.json and
 // an object (empty slots used to be left after EMFILE), and the daemon
@@ -134,11 +104,11 @@ TEST_F(HostileQuarantine, DescriptorExhaustionLeavesNoEmptySlot) {
     const std::string name = "w" + std::to_string(free);
     // Lowered only around the writer's exit and what follows it (FLUSH,
     // RELEASE, the quarantine), once its file is open.
-    std::optional<DaemonFdBudget> budget;
-    ASSERT_EQ(
-        abandoned_write(name, "abandoned " + name, 0, [&] { budget.emplace(mount_->daemon_pid(), free); }),
-        1);
-    ASSERT_TRUE(budget && budget->ok());
+    std::optional<DaemonFdLimit> budget;
+    ASSERT_EQ(abandoned_write(name, "abandoned " + name, 0,
+                              [&] { budget.emplace(mount_->daemon_pid(), FreeDescriptors{free}); }),
+              1);
+    ASSERT_TRUE(budget && budget->ok()) << (budget ? budget->error() : "not lowered");
     // Whatever the daemon managed, it has done once the name is gone from M
     // or a moment has passed.
     eventually([&] { return lstat_errno(mount_->m(name)) == ENOENT; }, std::chrono::milliseconds(500));
