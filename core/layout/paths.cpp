@@ -183,12 +183,18 @@ Result<UniqueFd> reopen_fd(int path_fd, int flags, const struct stat* known) {
   // O_NOFOLLOW would refuse the magic link itself; the fstat above is the
   // no-follow guarantee. O_CREAT/O_EXCL make no sense on an existing object.
   int fd = ::open(proc_fd_path(path_fd).c_str(), (flags & ~(O_NOFOLLOW | O_CREAT | O_EXCL)) | O_CLOEXEC);
-  if (fd < 0) return errno_error("reopen");
+  if (fd < 0) return gone_or(errno_error("reopen"));
   UniqueFd out(fd);
   auto now = stat_fd(out.get());
   if (!now) return now.error();
   if (!same_object(*st, *now)) return make_error(ESTALE, "object changed during reopen");
   return out;
+}
+
+Error gone_or(Error error) {
+  if (error.code == ENOENT || error.code == ESTALE)
+    return make_error(ESTALE, error.message + ": the object is gone from the backing store");
+  return error;
 }
 
 Result<UniqueFd> open_dir_readable(int dir_fd) {

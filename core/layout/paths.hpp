@@ -66,6 +66,11 @@ Result<UniqueFd> open_dir_readable(int dir_fd);
 
 Result<struct stat> stat_at(int dir_fd, std::string_view name);  // AT_SYMLINK_NOFOLLOW
 Result<struct stat> stat_fd(int fd);
+// An error of a call on a descriptor's own object (fstat, reopen): ENOENT
+// there means the object itself is gone, which only a network filesystem
+// says of a file we hold (GlusterFS, once another host replaced it): ESTALE,
+// as NFS answers. Any other error is returned as it is.
+Error gone_or(Error error);
 Result<std::string> read_link_at(int dir_fd, std::string_view name);
 // Every child of dir_fd except "." and "..".
 Result<std::vector<DirChild>> read_dir(int dir_fd);

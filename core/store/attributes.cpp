@@ -51,7 +51,7 @@ Error failure(const char* what) { return errno != 0 ? errno_error(what) : make_e
 
 Result<struct stat> Store::attributes(int path_fd) const {
   struct stat st {};
-  if (::fstatat(path_fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return failure("fstat");
+  if (::fstatat(path_fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return gone_or(failure("fstat"));
   return st;
 }
 

@@ -123,9 +123,11 @@ Result<std::vector<DirItem>> visible_children(Store::Impl& s, const DirContext& 
 
 // path_fd's object was replaced or unlinked since its lookup. A native
 // filesystem would still open the old inode; serve it when it is exactly the
-// file a verdict vouched for (a reader caught in an R6 swap), else ESTALE:
-// the handle names an object that is no longer there, and a caller (the
-// kernel's VFS) retries with a fresh lookup of the name.
+// file a verdict vouched for (a reader caught in an R6 swap). Otherwise:
+// unlinked, ESTALE (the handle names an object that is no longer there, and
+// a caller such as the kernel's VFS looks the name up again); still linked
+// elsewhere in B (moved, typically into quarantine), ENOENT: it is not what
+// was verified (Store::open_file).
 Result<UniqueFd> open_replaced(EntryVerifier& entries, int path_fd, int flags, const struct stat& st,
                                const std::string& why) {
   // Content identity only: unlinking the old name changed its ctime.
@@ -137,7 +139,7 @@ Result<UniqueFd> open_replaced(EntryVerifier& entries, int path_fd, int flags, c
         seen.mtime.tv_sec == now.mtime.tv_sec && seen.mtime.tv_nsec == now.mtime.tv_nsec)
       return reopen_fd(path_fd, flags, &st);
   }
-  return make_error(ESTALE, why);
+  return make_error(st.st_nlink == 0 ? ESTALE : ENOENT, why);
 }
 
 // The judge's verdict on a sealed file, checked against the file opened:
@@ -298,7 +300,9 @@ Result<Listing> Store::list(int dir_fd) {
 Result<UniqueFd> Store::open_file(int path_fd, int flags, PlaceHint hint) {
   if ((flags & (O_CREAT | O_EXCL)) != 0) return make_error(EINVAL, "open: O_CREAT/O_EXCL belong to create");
   auto st = stat_fd(path_fd);
-  if (!st) return st.error();
+  // Our own descriptor's object cannot vanish on a local filesystem; on a
+  // network one (GlusterFS) a file another host replaced can.
+  if (!st) return gone_or(st.error());
   // A read of a sealed file: check that it still is what was verified.
   if (S_ISREG(st->st_mode) && (flags & O_ACCMODE) == O_RDONLY)
     return open_for_reading(*impl_, path_fd, flags, *st, hint);

@@ -179,8 +179,10 @@ class Store {
   // Open a visible object for I/O with open(2) flags (O_CREAT/O_EXCL not
   // allowed here). A read open of a sealed file checks its stamp (verify=changed)
   // or rehashes it (verify=always); damage found now → quarantine and ENOENT.
-  // ESTALE: path_fd's object was replaced or unlinked since its lookup and is
-  // not the verified content; look the name up again.
+  // ESTALE: path_fd's object was replaced and unlinked since its lookup and
+  // is not the verified content, or it is gone from B (a network filesystem
+  // dropped it); look the name up again. ENOENT: hidden, or moved elsewhere
+  // in B (quarantined) and not what was verified.
   Result<UniqueFd> open_file(int path_fd, int flags, PlaceHint hint = {});
 
   // ---- Creation (R5, R7, R10) ------------------------------------------

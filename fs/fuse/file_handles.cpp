@@ -13,10 +13,16 @@ namespace {
 // it (its process closed the file meanwhile): each retry makes a new one.
 constexpr int kWriterAttempts = 16;
 
-// R2's promise for a READ with fh 0: ENOENT from the store means the file is
-// no longer what the kernel opened (hidden, quarantined, gone): EIO, as for
-// a READ whose bytes changed. Transient errors stay what they are.
-int read_errno(const Error& error) { return error.code == ENOENT || error.code == ESTALE ? EIO : error.code; }
+}  // namespace
+
+// R2's promise for a READ: ENOENT from the store means the file is no longer
+// what the kernel opened (hidden, quarantined): EIO, as for a READ whose
+// bytes changed. ESTALE means it is gone from B (replaced and dropped on a
+// network filesystem): ESTALE, as NFS answers, since no byte is wrong.
+// Transient errors stay what they are.
+int read_errno(const Error& error) { return error.code == ENOENT ? EIO : error.code; }
+
+namespace {
 
 bool readable(int fd) {
   const int flags = ::fcntl(fd, F_GETFL);
@@ -231,27 +237,28 @@ void finish_handle(Filesystem& fs, FileHandle& handle) {
 // R2: a READ that reaches the daemon (a page the kernel does not hold) serves
 // only bytes that were verified. The backing file's stamp is compared with
 // the one verified at open; a file changed since is verified again (and
-// quarantined if damaged), and EIO is the answer unless it still checks out.
-bool still_verified(Filesystem& fs, FileHandle& handle) {
+// quarantined if damaged), and EIO is the answer unless it still checks out
+// (ESTALE when the file is gone from B, read_errno).
+int unverified_errno(Filesystem& fs, FileHandle& handle) {
   auto st = fs.store->attributes(handle.fd.get());
-  if (!st) return false;
+  if (!st) return read_errno(st.error());
   const Stamp now = Stamp::of(*st);
   {
     std::lock_guard lock(handle.stamp_mu);
-    if (now == handle.verified) return true;
+    if (now == handle.verified) return 0;
   }
   auto fresh =
       fs.store->open_file(handle.inode->path_fd()->get(), O_RDONLY, handle.inode->last_seen().hint());
   if (!fresh) {
     syslog(LOG_WARNING, "sealfs: read of a file changed behind the mount refused: %s",
            fresh.error().message.c_str());
-    return false;
+    return read_errno(fresh.error());
   }
   auto again = fs.store->attributes(fresh->get());
-  if (!again || again->st_dev != st->st_dev || again->st_ino != st->st_ino) return false;
+  if (!again || again->st_dev != st->st_dev || again->st_ino != st->st_ino) return EIO;
   std::lock_guard lock(handle.stamp_mu);
   handle.verified = Stamp::of(*again);
-  return true;
+  return 0;
 }
 
 }  // namespace sealfs::fuse

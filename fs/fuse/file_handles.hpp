@@ -66,8 +66,13 @@ void finish_handle(Filesystem& fs, FileHandle& handle);
 // on a connection without OPEN, else made for the caller alone.
 Result<std::shared_ptr<FileHandle>> implicit_reader(Filesystem& fs, const InodeRef& inode);
 
-// R2: whether a READ on a sealed file's handle may serve its bytes (the
-// backing file still has the stamp verified, or verifies again).
-bool still_verified(Filesystem& fs, FileHandle& handle);
+// R2: whether a READ on a sealed file's handle may serve its bytes (0: the
+// backing file still has the stamp verified, or verifies again), else the
+// READ's errno: EIO when the bytes are not what was verified, ESTALE when
+// the file is gone from B.
+int unverified_errno(Filesystem& fs, FileHandle& handle);
+
+// The errno a READ answers for a store error (file_handles.cpp).
+int read_errno(const Error& error);
 
 }  // namespace sealfs::fuse

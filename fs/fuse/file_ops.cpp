@@ -154,7 +154,10 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
     fs_of(req).store->metrics().reads.fetch_add(1, std::memory_order_relaxed);
     auto held = handle_to_read(req, ino, fi);
     if (!held) return;
-    if (held->sealed_read && !still_verified(fs_of(req), *held.handle)) return (void)fuse_reply_err(req, EIO);
+    if (held->sealed_read) {
+      if (const int err = unverified_errno(fs_of(req), *held.handle); err != 0)
+        return (void)fuse_reply_err(req, err);
+    }
     push_rest_at_read(fs_of(req), ino, *held.handle, off, size);
     fuse_bufvec buf = fd_bufvec(size, held->fd.get(), off);
     fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);

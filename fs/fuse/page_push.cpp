@@ -71,7 +71,7 @@ void push_range(Filesystem& fs, fuse_ino_t ino, FileHandle& handle, off_t from, 
   std::uint64_t pushed = 0;
   for (off_t off = from; off < to;) {
     const std::size_t len = std::min(kChunk, static_cast<std::size_t>(to - off));
-    if (!read_fully(handle.fd.get(), buf.data(), len, off) || !still_verified(fs, handle)) break;
+    if (!read_fully(handle.fd.get(), buf.data(), len, off) || unverified_errno(fs, handle) != 0) break;
     fuse_session* session = fs.pusher.session();
     if (session == nullptr || !store_chunk(session, ino, off, buf.data(), len, wait_for_inode && off == from))
       break;

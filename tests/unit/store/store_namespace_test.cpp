@@ -131,6 +131,41 @@ TEST_F(StoreTest, OpenRechecksChangedFilesAndRefusesCreateFlags) {
   EXPECT_FALSE(exists_nofollow(B("c/k")));
 }
 
+// A name the caller looked up, then replaced (R6): the old file still opens
+// while it is exactly what was verified. Otherwise the error says which case
+// it is, because a READ answers them differently (fs/fuse/file_handles.cpp):
+// unlinked, ESTALE (look again); still in B elsewhere, here in quarantine
+// after a change behind the mount, ENOENT (not what was verified).
+TEST_F(StoreTest, AReplacedFileOpensAsVerifiedOrSaysWhetherItIsGone) {
+  UniqueFd root = dir("");
+  ASSERT_TRUE(store().mkdir(root.get(), "c", 0755).ok());
+  auto publish = [&](const std::string& bytes) {
+    write_file(B("tmp/f"), bytes);
+    Status s = rename("tmp/f", "c/f");
+    ASSERT_TRUE(s.ok()) << s.error().message;
+  };
+  publish("version-0");
+  auto v0 = lookup("c/f");
+  ASSERT_TRUE(v0.ok());
+  publish("version-1");
+  EXPECT_TRUE(store().open_file(v0->fd.get(), O_RDONLY).ok());  // unchanged, unlinked: served
+
+  auto v1 = lookup("c/f");
+  ASSERT_TRUE(v1.ok());
+  write_file(B("c/f"), "version-X");  // changed behind the store, then removed there
+  ASSERT_EQ(::unlink(B("c/f").c_str()), 0);
+  publish("version-2");
+  EXPECT_EQ(store().open_file(v1->fd.get(), O_RDONLY).code(), ESTALE);
+
+  auto v2 = lookup("c/f");
+  ASSERT_TRUE(v2.ok());
+  write_file(B("c/f"), "version-Y");  // changed behind the store: quarantined at the open
+  EXPECT_EQ(store().open_file(v2->fd.get(), O_RDONLY).code(), ENOENT);
+  ASSERT_EQ(quarantine_slots(), 1u);
+  EXPECT_EQ(store().open_file(v2->fd.get(), O_RDONLY).code(), ENOENT);  // in quarantine now
+  EXPECT_EQ(store().metrics().quarantined.load(), 1u);
+}
+
 TEST_F(StoreTest, VerifyAlwaysRehashesAtEveryOpen) {
   options().verify = VerifyMode::always;
   open_store();
