@@ -139,7 +139,9 @@ Result<UniqueFd> open_replaced(EntryVerifier& entries, int path_fd, int flags, c
         seen.mtime.tv_sec == now.mtime.tv_sec && seen.mtime.tv_nsec == now.mtime.tv_nsec)
       return reopen_fd(path_fd, flags, &st);
   }
-  return make_error(st.st_nlink == 0 ? ESTALE : ENOENT, why);
+  // Linked or not now: st may predate the rename that replaced the name.
+  auto now = stat_fd(path_fd);
+  return make_error(!now || now->st_nlink == 0 ? ESTALE : ENOENT, why);
 }
 
 // The judge's verdict on a sealed file, checked against the file opened:
