@@ -13,16 +13,12 @@ namespace {
 // it (its process closed the file meanwhile): each retry makes a new one.
 constexpr int kWriterAttempts = 16;
 
-}  // namespace
-
 // R2's promise for a READ: ENOENT from the store means the file is no longer
 // what the kernel opened (hidden, quarantined): EIO, as for a READ whose
 // bytes changed. ESTALE means it is gone from B (replaced and dropped on a
 // network filesystem): ESTALE, as NFS answers, since no byte is wrong.
 // Transient errors stay what they are.
 int read_errno(const Error& error) { return error.code == ENOENT ? EIO : error.code; }
-
-namespace {
 
 bool readable(int fd) {
   const int flags = ::fcntl(fd, F_GETFL);

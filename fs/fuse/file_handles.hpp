@@ -72,7 +72,4 @@ Result<std::shared_ptr<FileHandle>> implicit_reader(Filesystem& fs, const InodeR
 // the file is gone from B.
 int unverified_errno(Filesystem& fs, FileHandle& handle);
 
-// The errno a READ answers for a store error (file_handles.cpp).
-int read_errno(const Error& error);
-
 }  // namespace sealfs::fuse
