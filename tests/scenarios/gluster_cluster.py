@@ -41,7 +41,7 @@ GLUSTER_TOOLS = ("glusterd", "gluster", "glusterfs")
 GLUSTERD_PORT = 24007
 START_TIMEOUT_S = 60.0
 CLI_TIMEOUT_S = 120.0
-HEAL_TIMEOUT_S = 120.0
+HEAL_TIMEOUT_S = 180.0
 
 
 TMP_PREFIX = "sealfs-gluster."
@@ -276,53 +276,100 @@ class GlusterCluster:
         _wait("both bricks online", online, START_TIMEOUT_S, 0.2)
         self._note_sockets()
 
-    def pending_heals(self) -> int:
-        """Entries the self-heal daemon still has to heal: the bricks' index
-        of pending changes (what `heal info` reads; its helper glfsheal only
-        finds glusterd on the default socket, which this fixture does not use)."""
-        total = 0
+    def pending_heal_entries(self) -> dict[int, list[str]]:
+        """Brick → gfids the self-heal daemon still has to heal: the bricks'
+        index of pending changes (what `heal info` reads; its helper glfsheal
+        only finds glusterd on the default socket, which this fixture does not
+        use)."""
+        out = {}
         for i in (1, 2):
             index = os.path.join(self.brick(i), ".glusterfs", "indices", "xattrop")
             try:
-                total += sum(1 for n in os.listdir(index) if not n.startswith("xattrop-"))
+                out[i] = sorted(n for n in os.listdir(index) if not n.startswith("xattrop-"))
             except FileNotFoundError:
-                pass
-        return total
+                out[i] = []
+        return out
+
+    def pending_heals(self) -> int:
+        return sum(len(v) for v in self.pending_heal_entries().values())
 
     def bricks_differ(self) -> list[str]:
         """Relative paths whose type, size or bytes differ between the two
-        bricks (gluster's own .glusterfs directory aside): empty once healed."""
+        bricks: empty once healed. Gluster's own bookkeeping at a brick's root
+        (.glusterfs, and the .glusterfs-anonymous-inode-<uuid> directory that
+        entry heal parks stale names in until its cleaner expunges them) is
+        not volume content and is left out."""
         def tree(root: str) -> dict[str, tuple]:
             out = {}
             for dirpath, dirs, files in os.walk(root):
-                dirs[:] = [d for d in dirs if not (dirpath == root and d == ".glusterfs")]
+                if dirpath == root:
+                    dirs[:] = [d for d in dirs if not d.startswith(".glusterfs")]
                 for name in dirs + files:
                     p = os.path.join(dirpath, name)
-                    st = os.lstat(p)
-                    if os.path.isfile(p) and not os.path.islink(p):
-                        with open(p, "rb") as f:
-                            out[os.path.relpath(p, root)] = ("f", st.st_size, hash(f.read()))
-                    else:
-                        out[os.path.relpath(p, root)] = ("o", st.st_mode & 0o170000)
+                    try:  # the volume is live: a name may go while we walk
+                        st = os.lstat(p)
+                        if os.path.isfile(p) and not os.path.islink(p):
+                            with open(p, "rb") as f:
+                                out[os.path.relpath(p, root)] = ("f", st.st_size, hash(f.read()))
+                        else:
+                            out[os.path.relpath(p, root)] = ("o", st.st_mode & 0o170000)
+                    except FileNotFoundError:
+                        out[os.path.relpath(p, root)] = ("gone",)
             return out
         a, b = tree(self.brick(1)), tree(self.brick(2))
         return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
 
-    def heal(self) -> None:
-        self.cli("volume", "heal", self.volume, check=False)
+    def heal(self, *how: str) -> subprocess.CompletedProcess:
+        return self.cli("volume", "heal", self.volume, *how, check=False)
+
+    def self_heal_daemon_online(self) -> bool:
+        return any(n.findtext("hostname") == "Self-heal Daemon" and n.findtext("status") == "1"
+                   for n in self._status_nodes())
+
+    def heal_state(self) -> str:
+        """What is left to heal, for a failure message: pending index entries,
+        paths that differ, whether the self-heal daemon is up, and its log's
+        latest warnings and errors about this volume (the log is shared)."""
+        pending = {i: v[:5] + (["…"] if len(v) > 5 else []) for i, v in self.pending_heal_entries().items()}
+        differ = self.bricks_differ()
+        lines = []
+        try:
+            with open("/var/log/glusterfs/glustershd.log", errors="replace") as f:
+                lines = [ln.rstrip() for ln in f
+                         if self.volume in ln and ("] E [" in ln or "] W [" in ln)][-8:]
+        except OSError:
+            pass
+        return (f"pending index entries {pending}; {len(differ)} paths differ {differ[:8]}; "
+                f"self-heal daemon online: {self.self_heal_daemon_online()}; "
+                f"glustershd.log, last warnings and errors:\n  " + "\n  ".join(lines))
 
     def wait_healed(self, timeout: float = HEAL_TIMEOUT_S) -> float:
-        """Ask for a heal and wait until nothing is pending; returns seconds."""
+        """Ask for a heal and wait until nothing is pending; returns seconds.
+        An index heal is asked for every 5 s. If that has not healed the
+        replica within a third of the timeout, it escalates as an operator
+        would: a full heal (a crawl of the whole volume, not only the index),
+        and `volume start force`, which starts a self-heal daemon that died
+        or never came back. The failure says what was left."""
         t0 = time.monotonic()
         last = [0.0]
+        escalated = [False]
 
         def healed():
-            if time.monotonic() - last[0] > 5:
+            now = time.monotonic()
+            if not escalated[0] and now - t0 > timeout / 3:
+                escalated[0] = True
+                self.cli("volume", "start", self.volume, "force", check=False)
+                self.heal("full")
+                last[0] = now
+            elif now - last[0] > 5:
                 self.heal()
-                last[0] = time.monotonic()
+                last[0] = now
             return self.pending_heals() == 0 and not self.bricks_differ()
 
-        _wait("the replica healed", healed, timeout, 0.5)
+        try:
+            _wait("the replica healed", healed, timeout, 0.5)
+        except TimeoutError as e:
+            raise TimeoutError(f"{e} (escalated to a full heal after {timeout / 3:.0f}s): {self.heal_state()}") from None
         return time.monotonic() - t0
 
     # -- teardown, even of a half-built cluster
