@@ -125,12 +125,16 @@ bool process_holds(pid_t tgid, ino_t ino, std::string_view mountpoint) {
   bool holds = false;
   while (const dirent* d = ::readdir(dir)) {
     if (d->d_name[0] == '.') continue;
-    const std::string fdinfo = proc_text(tgid, "fdinfo/" + std::string(d->d_name));
-    if (fdinfo_ino(fdinfo) != ino) continue;
+    // The link first: one syscall that rules out nearly every descriptor (a
+    // process holds far more outside the mount than in it), where an fdinfo
+    // costs three. At every FLUSH of a writer this runs once per descriptor
+    // the process holds: with 1,000 of them it was 10 ms per close.
     char target[4096];
     const ssize_t n = ::readlinkat(::dirfd(dir), d->d_name, target, sizeof target);
     const std::string_view path(target, n > 0 ? static_cast<std::size_t>(n) : 0);
-    if (path.size() > mountpoint.size() && path.starts_with(mountpoint) && path[mountpoint.size()] == '/') {
+    if (path.size() <= mountpoint.size() || !path.starts_with(mountpoint) || path[mountpoint.size()] != '/')
+      continue;
+    if (fdinfo_ino(proc_text(tgid, "fdinfo/" + std::string(d->d_name))) == ino) {
       holds = true;
       break;
     }

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <vector>
+
 #include "fs/fuse/filesystem.hpp"
 #include "fs/fuse/writer_tracking.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -47,6 +49,14 @@ TEST(ProcessHolds, SeesItsOwnDescriptorUnderTheMountpointOnly) {
   EXPECT_TRUE(process_holds(::getpid(), st.st_ino, dir.path()));
   EXPECT_FALSE(process_holds(::getpid(), st.st_ino, "/nonexistent-mount"));  // another mount
   EXPECT_FALSE(process_holds(::getpid(), st.st_ino + 1, dir.path()));        // another file
+  const std::string cut = dir.path().substr(0, dir.path().size() - 1);       // a prefix, not a directory
+  EXPECT_FALSE(process_holds(::getpid(), st.st_ino, cut));
+  {
+    // Found among many descriptors elsewhere (the walk skips them by their link).
+    std::vector<UniqueFd> others;
+    for (int i = 0; i < 200; ++i) others.emplace_back(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    EXPECT_TRUE(process_holds(::getpid(), st.st_ino, dir.path()));
+  }
   ::close(fd);
   EXPECT_FALSE(process_holds(::getpid(), st.st_ino, dir.path()));
   EXPECT_FALSE(process_holds(0, st.st_ino, dir.path()));
