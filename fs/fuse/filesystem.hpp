@@ -104,7 +104,11 @@ struct Filesystem {
   // fs/README.md "Without OPENDIR".
   bool no_opendir = false;
   bool read_only = false;  // -o ro: FLUSH answered ENOSYS too
-  std::string mountpoint;  // absolute: a process's descriptors on the mount are found by it
+  std::string mountpoint;  // absolute
+  // The mount's ID (fdinfo's mnt_id:), read from /proc/self/mountinfo at the
+  // first writer's FLUSH (the mount exists by then); 0 until then, or when
+  // not found (a process's descriptors are then matched by inode alone).
+  std::atomic<std::uint64_t> mount_id{0};
   // -o max_write=, async_read, …: applied to the connection in init.
   std::unique_ptr<fuse_conn_info_opts, ConnOptsDeleter> conn_opts;
   unsigned max_read = 0;  // -o max_read=, which init must repeat

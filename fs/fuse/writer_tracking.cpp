@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "core/base/unique_fd.hpp"
@@ -78,8 +79,14 @@ std::string proc_text(pid_t tid, const std::string& file) {
 
 }  // namespace
 
+bool status_shows_memory(std::string_view status_text) {
+  return status_text.find("\nVmSize:") != std::string_view::npos;
+}
+
 CloserState closer_state_of(pid_t tid) {
   if (tid <= 0) return CloserState::normal;  // the kernel could not name the task (other pid namespace)
+  const std::string status = proc_text(tid, "status");
+  if (status.empty() || status_shows_memory(status)) return CloserState::normal;  // alive, or in exec
   return closer_state_from_stat(proc_text(tid, "stat"));
 }
 
@@ -101,40 +108,97 @@ pid_t thread_group_of(pid_t tid) {
 
 namespace {
 
-// The "ino:" field of an fdinfo text; 0 when absent.
-ino_t fdinfo_ino(std::string_view text) {
-  constexpr std::string_view kKey = "\nino:";
-  const auto at = text.find(kKey);
+// A numeric "key:" field of an fdinfo text (key with its leading newline,
+// e.g. "\nino:"); 0 when absent.
+std::uint64_t fdinfo_field(std::string_view text, std::string_view key) {
+  const auto at = text.find(key);
   if (at == std::string_view::npos) return 0;
-  std::string_view rest = text.substr(at + kKey.size());
+  std::string_view rest = text.substr(at + key.size());
   rest.remove_prefix(std::min(rest.find_first_not_of(" \t"), rest.size()));
-  std::uint64_t ino = 0;
-  return parse_u64(rest.substr(0, rest.find('\n')), ino) ? static_cast<ino_t>(ino) : 0;
+  std::uint64_t value = 0;
+  return parse_u64(rest.substr(0, rest.find('\n')), value) ? value : 0;
+}
+
+// mountinfo escapes space, tab, newline and backslash in paths as \ooo.
+std::string mountinfo_escaped(std::string_view path) {
+  std::string out;
+  for (const char c : path) {
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\\') {
+      char buf[5];
+      std::snprintf(buf, sizeof buf, "\\%03o", static_cast<unsigned char>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 }  // namespace
 
-bool process_holds(pid_t tgid, ino_t ino, std::string_view mountpoint) {
+std::uint64_t fuse_mount_id(std::string_view text, std::string_view mountpoint) {
+  const std::string wanted = mountinfo_escaped(mountpoint);
+  std::uint64_t found = 0;
+  while (!text.empty()) {
+    const auto eol = std::min(text.find('\n'), text.size());
+    const std::string_view line = text.substr(0, eol);
+    text.remove_prefix(std::min(eol + 1, text.size()));
+    // id parent major:minor root mountpoint options [optional…] - fstype source super
+    std::string_view fields[5];
+    std::string_view rest = line;
+    bool complete = true;
+    for (auto& field : fields) {
+      const auto sp = rest.find(' ');
+      if (sp == std::string_view::npos) {
+        complete = false;
+        break;
+      }
+      field = rest.substr(0, sp);
+      rest.remove_prefix(sp + 1);
+    }
+    const auto dash = line.find(" - ");
+    std::uint64_t id = 0;
+    if (!complete || dash == std::string_view::npos || fields[4] != wanted || !parse_u64(fields[0], id))
+      continue;
+    const std::string_view fstype = line.substr(dash + 3, line.find(' ', dash + 3) - (dash + 3));
+    if (fstype == "fuse" || fstype.starts_with("fuse.")) found = id;  // later lines are mounted on top
+  }
+  return found;
+}
+
+std::uint64_t fuse_mount_id_of(std::string_view mountpoint) {
+  UniqueFd fd(::open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC));
+  if (!fd) return 0;
+  std::string text;
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  return fuse_mount_id(text, mountpoint);
+}
+
+bool process_holds(pid_t tgid, ino_t ino, std::uint64_t mount_id) {
   if (tgid <= 0 || ino == 0) return false;
   const std::string base = "/proc/" + std::to_string(tgid);
-  UniqueFd dir_fd(::open((base + "/fd").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd dir_fd(::open((base + "/fdinfo").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir_fd) return false;
   DIR* dir = ::fdopendir(dir_fd.get());
   if (dir == nullptr) return false;
   (void)dir_fd.release();
   bool holds = false;
+  char text[4096];
   while (const dirent* d = ::readdir(dir)) {
     if (d->d_name[0] == '.') continue;
-    // The link first: one syscall that rules out nearly every descriptor (a
-    // process holds far more outside the mount than in it), where an fdinfo
-    // costs three. At every FLUSH of a writer this runs once per descriptor
-    // the process holds: with 1,000 of them it was 10 ms per close.
-    char target[4096];
-    const ssize_t n = ::readlinkat(::dirfd(dir), d->d_name, target, sizeof target);
-    const std::string_view path(target, n > 0 ? static_cast<std::size_t>(n) : 0);
-    if (path.size() <= mountpoint.size() || !path.starts_with(mountpoint) || path[mountpoint.size()] != '/')
-      continue;
-    if (fdinfo_ino(proc_text(tgid, "fdinfo/" + std::string(d->d_name))) == ino) {
+    UniqueFd info(::openat(::dirfd(dir), d->d_name, O_RDONLY | O_CLOEXEC));
+    if (!info) continue;  // closed meanwhile
+    const ssize_t n = ::read(info.get(), text, sizeof text - 1);
+    if (n <= 0) continue;
+    const std::string_view fields(text, static_cast<std::size_t>(n));
+    if (fdinfo_field(fields, "\nino:") != ino) continue;
+    if (mount_id == 0 || fdinfo_field(fields, "\nmnt_id:") == mount_id) {
       holds = true;
       break;
     }
@@ -145,11 +209,14 @@ bool process_holds(pid_t tgid, ino_t ino, std::string_view mountpoint) {
 
 bool process_gone(pid_t tgid) {
   if (tgid <= 0) return false;
-  const std::string text = proc_text(tgid, "stat");
-  const auto close = text.rfind(')');
+  const std::string text = proc_text(tgid, "status");
   if (text.empty()) return true;
-  if (close == std::string::npos || close + 2 >= text.size()) return false;
-  const char state = text[close + 2];  // the field after "(comm) "
+  constexpr std::string_view kKey = "\nState:";
+  const auto at = text.find(kKey);
+  if (at == std::string::npos) return false;
+  const auto state_at = text.find_first_not_of(" \t", at + kKey.size());
+  if (state_at == std::string::npos) return false;
+  const char state = text[state_at];  // "Z (zombie)", "X (dead)"
   return state == 'Z' || state == 'X' || state == 'x';
 }
 

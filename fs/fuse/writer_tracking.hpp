@@ -10,6 +10,7 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -20,8 +21,8 @@
 
 namespace sealfs::fuse {
 
-// How the task that closed a write handle was doing, read from
-// /proc/<tid>/stat at FLUSH.
+// How the task that closed a write handle was doing, read from /proc at
+// FLUSH (closer_state_of).
 enum class CloserState {
   normal,     // alive, or exiting with status 0, or not visible to us
   abandoned,  // exiting because of a signal or with a non-zero status
@@ -31,7 +32,17 @@ enum class CloserState {
 // has PF_EXITING and the exit_code field (52nd) is non-zero. Anything that
 // does not parse counts as normal (DESIGN.md R4: unseen writers close normally).
 CloserState closer_state_from_stat(std::string_view stat_text);
-// Read and judge /proc/<tid>/stat; unreadable → normal.
+// Whether the text of /proc/<tid>/status shows the task with its memory
+// (the Vm lines). do_exit releases the memory before it closes the files, so
+// a FLUSH from an exiting task comes from one without; a task with its
+// memory is alive, or in the middle of an exec.
+bool status_shows_memory(std::string_view status_text);
+// Judge the task behind a FLUSH; unreadable → normal. /proc/<tid>/stat is
+// read only for a task without its memory: reading it waits for a task in
+// exec (the kernel takes the exec lock there), and an exec closes its
+// O_CLOEXEC descriptors, so waits for this very FLUSH, while it holds that
+// lock. Reading stat first hung such a writer and the daemon's thread for
+// good; /proc/<tid>/status takes no such lock.
 CloserState closer_state_of(pid_t tid);
 
 // The thread group (process) of a task, from the "Tgid:" line of
@@ -39,15 +50,23 @@ CloserState closer_state_of(pid_t tid);
 // another pid namespace is 0, and all of them count as one).
 pid_t thread_group_from_status(std::string_view status_text, pid_t tid);
 pid_t thread_group_of(pid_t tid);
+// The mount ID (the first field of a mountinfo line, fdinfo's mnt_id:) of
+// the topmost FUSE mount at mountpoint in mountinfo_text; 0 when none.
+std::uint64_t fuse_mount_id(std::string_view mountinfo_text, std::string_view mountpoint);
+// The same from this process's /proc/self/mountinfo (asks nothing of the mount).
+std::uint64_t fuse_mount_id_of(std::string_view mountpoint);
 // Whether process tgid still has a descriptor open on the file with inode
-// number ino under the mount at mountpoint (/proc/<tgid>/fdinfo's "ino:"
-// and the descriptor's path; nothing is asked of the mount itself). Without
-// RELEASE (no_open) this tells a close of one of several descriptors from a
-// process's last close of the file. Unreadable → false.
-bool process_holds(pid_t tgid, ino_t ino, std::string_view mountpoint);
+// number ino on the mount with ID mount_id (0: any mount), from the mnt_id:
+// and ino: of each /proc/<tgid>/fdinfo entry. Without RELEASE (no_open) this
+// tells a close of one of several descriptors from a process's last close of
+// the file. No readlink of /proc/<tgid>/fd: that waits for a process in exec,
+// whose close of its O_CLOEXEC descriptors waits for the FLUSH asking this.
+// Unreadable → false.
+bool process_holds(pid_t tgid, ino_t ino, std::uint64_t mount_id);
 // Whether process tgid has finished exiting (gone from /proc, or a zombie or
-// dead task: its descriptors are all closed). A tgid of 0 (a task of another
-// pid namespace) is never called gone.
+// dead task: its descriptors are all closed), from the State line of
+// /proc/<tgid>/status (stat would wait for a process in exec, see above). A
+// tgid of 0 (a task of another pid namespace) is never called gone.
 bool process_gone(pid_t tgid);
 
 // What the last release of a file's write handles asks for.

@@ -7,6 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "fs/fuse/filesystem.hpp"
@@ -37,29 +41,57 @@ TEST(ThreadGroup, ParsedFromStatusText) {
   EXPECT_EQ(thread_group_of(0), 0);  // a task of another pid namespace
 }
 
-TEST(ProcessHolds, SeesItsOwnDescriptorUnderTheMountpointOnly) {
+// The mnt_id: of one of this process's descriptors.
+std::uint64_t mount_id_of_fd(int fd) {
+  char text[4096];
+  const std::string path = "/proc/self/fdinfo/" + std::to_string(fd);
+  const int info = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (info < 0) return 0;
+  const ssize_t n = ::read(info, text, sizeof text - 1);
+  ::close(info);
+  if (n <= 0) return 0;
+  text[n] = '\0';
+  const char* at = std::strstr(text, "\nmnt_id:");
+  return at == nullptr ? 0 : std::strtoull(at + 8, nullptr, 10);
+}
+
+TEST(ProcessHolds, SeesItsOwnDescriptorOnTheMountOnly) {
   TempDir dir("sealfs-holds");
   const std::string path = dir / "f";
   test::write_file(path, "x");
   struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
-  EXPECT_FALSE(process_holds(::getpid(), st.st_ino, dir.path()));
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(fd, 0);
-  EXPECT_TRUE(process_holds(::getpid(), st.st_ino, dir.path()));
-  EXPECT_FALSE(process_holds(::getpid(), st.st_ino, "/nonexistent-mount"));  // another mount
-  EXPECT_FALSE(process_holds(::getpid(), st.st_ino + 1, dir.path()));        // another file
-  const std::string cut = dir.path().substr(0, dir.path().size() - 1);       // a prefix, not a directory
-  EXPECT_FALSE(process_holds(::getpid(), st.st_ino, cut));
+  const std::uint64_t mount = mount_id_of_fd(fd);
+  ASSERT_NE(mount, 0u);
+  EXPECT_TRUE(process_holds(::getpid(), st.st_ino, mount));
+  EXPECT_TRUE(process_holds(::getpid(), st.st_ino, 0));                // mount unknown: by inode alone
+  EXPECT_FALSE(process_holds(::getpid(), st.st_ino, mount + 100000));  // another mount
+  EXPECT_FALSE(process_holds(::getpid(), st.st_ino + 1, mount));       // another file
   {
-    // Found among many descriptors elsewhere (the walk skips them by their link).
+    // Found among many descriptors elsewhere.
     std::vector<UniqueFd> others;
     for (int i = 0; i < 200; ++i) others.emplace_back(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-    EXPECT_TRUE(process_holds(::getpid(), st.st_ino, dir.path()));
+    EXPECT_TRUE(process_holds(::getpid(), st.st_ino, mount));
   }
   ::close(fd);
-  EXPECT_FALSE(process_holds(::getpid(), st.st_ino, dir.path()));
-  EXPECT_FALSE(process_holds(0, st.st_ino, dir.path()));
+  EXPECT_FALSE(process_holds(::getpid(), st.st_ino, mount));
+  EXPECT_FALSE(process_holds(0, st.st_ino, mount));
+}
+
+TEST(FuseMountId, TheTopmostFuseMountAtThePathEscapedAsMountinfoDoes) {
+  const std::string mountinfo =
+      "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+      "47 22 8:1 /c /home/u/.cache/my\\040cache rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+      "48 47 0:41 / /home/u/.cache/my\\040cache rw,nosuid,nodev - fuse.sealfs /home/u/b rw,user_id=0\n"
+      "49 22 0:42 / /mnt/other rw - fuse.sealfs /b rw\n"
+      "garbage\n";
+  EXPECT_EQ(fuse_mount_id(mountinfo, "/home/u/.cache/my cache"), 48u);  // over its own backing directory
+  EXPECT_EQ(fuse_mount_id(mountinfo, "/mnt/other"), 49u);
+  EXPECT_EQ(fuse_mount_id(mountinfo, "/"), 0u);  // not FUSE
+  EXPECT_EQ(fuse_mount_id(mountinfo, "/nowhere"), 0u);
+  EXPECT_EQ(fuse_mount_id("", "/mnt/other"), 0u);
 }
 
 TEST(ImplicitHandles, OneWriterPerInodeUntilItsLastProcessFlushes) {

@@ -1,8 +1,11 @@
 #include "fs/fuse/writer_tracking.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -46,6 +49,38 @@ TEST(CloserStateTest, ThisLiveProcessIsNormalAndMissingTaskIsNormal) {
   EXPECT_EQ(closer_state_of(::getpid()), CloserState::normal);
   EXPECT_EQ(closer_state_of(0), CloserState::normal);
   EXPECT_EQ(closer_state_of(-1), CloserState::normal);
+}
+
+TEST(CloserStateTest, OnlyATaskWithoutItsMemoryIsAskedForItsExitState) {
+  // What /proc/<tid>/status shows of a live task (or one in exec) and of one
+  // in do_exit after exit_mm, where its FLUSHes come from.
+  EXPECT_TRUE(status_shows_memory("Name:\tpython3\nState:\tS (sleeping)\nVmPeak:\t4 kB\nVmSize:\t4 kB\n"));
+  EXPECT_FALSE(status_shows_memory("Name:\tsh\nState:\tR (running)\nTgid:\t77\nThreads:\t1\n"));
+  EXPECT_FALSE(status_shows_memory(""));
+  std::string own(8192, '\0');
+  const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  own.resize(static_cast<std::size_t>(std::max<ssize_t>(0, ::read(fd, own.data(), own.size()))));
+  ::close(fd);
+  EXPECT_TRUE(status_shows_memory(own)) << own;
+}
+
+TEST(ProcessGoneTest, AZombieIsGoneAndALiveProcessIsNot) {
+  EXPECT_FALSE(process_gone(::getpid()));
+  EXPECT_FALSE(process_gone(0));  // another pid namespace: never called gone
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  // Not reaped yet: a zombie, whose descriptors are all closed.
+  bool gone = false;
+  for (int i = 0; i < 500 && !gone; ++i) {
+    gone = process_gone(child);
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_TRUE(gone);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(process_gone(child));  // reaped: gone from /proc
 }
 
 constexpr HandleEnd kWrote{true, false};

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/base/unique_fd.hpp"
@@ -55,6 +57,50 @@ TEST(NoOpen, AWriterThatExitsAbnormallyAbandonsOnlyWhatItChanged) {
       << "an abandoned write stayed visible";
   EXPECT_FALSE(quarantined_files(mount).empty());
 }
+
+// An exec closes the O_CLOEXEC descriptors while it holds the kernel's exec
+// lock, which a read of the task's /proc/<tid>/stat waits for: a FLUSH
+// handler that read stat first never answered, and the exec never ended
+// (fs/fuse/writer_tracking.hpp closer_state_of). Both ways an exec meets a
+// write descriptor: the writer execs itself (its own close is the seal), and
+// a child it posix_spawns (vfork) closes its copy.
+class ExecWithAWriteDescriptor : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ExecWithAWriteDescriptor, IsNotHeldUpAndTheFileIsSealed) {
+  SEALFS_REQUIRE_FUSE();
+  Mount mount(MountConfig::with({GetParam()}));
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  const char* python = std::getenv("SEALFS_PYTHON");
+  ASSERT_NE(python, nullptr);
+  constexpr auto kLimit = std::chrono::seconds(20);
+  const ProcessResult self =
+      run_process({python, "-c",
+                   "import os, sys\n"
+                   "f = open(sys.argv[1], 'w'); f.write('written before the exec\\n'); f.flush()\n"
+                   "os.execv('/bin/sh', ['sh', '-c', 'exit 0'])\n",
+                   mount.m("execs")},
+                  {}, kLimit);
+  EXPECT_EQ(self.status, 0) << "-1: still in its exec after 20 s; " << self.err;
+  const ProcessResult spawn =
+      run_process({python, "-c",
+                   "import os, sys\n"
+                   "f = open(sys.argv[1], 'w'); f.write('written around a spawn\\n'); f.flush()\n"
+                   "pid = os.posix_spawnp('true', ['true'], os.environ)\n"
+                   "assert os.waitpid(pid, 0)[1] == 0\n"
+                   "f.write('and after it\\n'); f.close()\n",
+                   mount.m("spawns")},
+                  {}, kLimit);
+  EXPECT_EQ(spawn.status, 0) << "-1: the spawn did not end within 20 s; " << spawn.err;
+  EXPECT_TRUE(eventually([&] { return lstat_errno(mount.b(".sealfs-manifest.execs")) == 0; }));
+  EXPECT_TRUE(eventually([&] { return lstat_errno(mount.b(".sealfs-manifest.spawns")) == 0; }));
+  EXPECT_EQ(read_file(mount.m("execs")), "written before the exec\n");
+  EXPECT_EQ(read_file(mount.m("spawns")), "written around a spawn\nand after it\n");
+  EXPECT_TRUE(quarantined_files(mount).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(NoOpenAndOpen, ExecWithAWriteDescriptor,
+                         ::testing::Values("cache_timeout=1", "cache_timeout=1,keep_open"),
+                         [](const auto& param) { return param.index == 0 ? "NoOpen" : "KeepOpen"; });
 
 TEST(ReadOnlyMount, ServesASavedStoreAndRefusesWrites) {
   SEALFS_REQUIRE_FUSE();
