@@ -159,13 +159,7 @@ void flush_implicit(Filesystem& fs, fuse_ino_t ino, pid_t tid) {
   // close without OPEN) costs one map lookup and nothing else.
   auto flushed = fs.implicit.flushed_by(ino, tid, [&](pid_t group) {
     const InodeRef inode = fs.inodes.get(ino);
-    if (inode == nullptr) return false;
-    std::uint64_t mount_id = fs.mount_id.load(std::memory_order_relaxed);
-    if (mount_id == 0) {
-      mount_id = fuse_mount_id_of(fs.mountpoint);
-      fs.mount_id.store(mount_id, std::memory_order_relaxed);
-    }
-    return process_holds(group, inode->ino, mount_id);
+    return inode != nullptr && process_holds(group, inode->ino, fs.mount_id.load(std::memory_order_relaxed));
   });
   if (!flushed.writer) return;  // a close that changed nothing
   FileHandle& handle = *flushed.writer->handle;

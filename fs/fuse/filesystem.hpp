@@ -105,9 +105,9 @@ struct Filesystem {
   bool no_opendir = false;
   bool read_only = false;  // -o ro: FLUSH answered ENOSYS too
   std::string mountpoint;  // absolute
-  // The mount's ID (fdinfo's mnt_id:), read from /proc/self/mountinfo at the
-  // first writer's FLUSH (the mount exists by then); 0 until then, or when
-  // not found (a process's descriptors are then matched by inode alone).
+  // The mount's ID (fdinfo's mnt_id:), read from /proc/self/mountinfo at
+  // init (the mount exists by then); 0 when not found, and a process's
+  // descriptors are then matched by inode alone.
   std::atomic<std::uint64_t> mount_id{0};
   // -o max_write=, async_read, …: applied to the connection in init.
   std::unique_ptr<fuse_conn_info_opts, ConnOptsDeleter> conn_opts;

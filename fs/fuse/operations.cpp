@@ -6,6 +6,7 @@
 // local filesystem) but are not seen by other hosts sharing B.
 #include "fs/fuse/filesystem.hpp"
 #include "fs/fuse/handlers.hpp"
+#include "fs/fuse/writer_tracking.hpp"
 
 namespace sealfs::fuse {
 namespace {
@@ -25,6 +26,7 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   // The user's connection options (-o max_write=, no_splice_write, …) may
   // change the defaults above, not the rules below.
   if (fs != nullptr) {
+    fs->mount_id.store(fuse_mount_id_of(fs->mountpoint), std::memory_order_relaxed);
     if (fs->conn_opts) fuse_apply_conn_info_opts(fs->conn_opts.get(), conn);
     if (fs->max_read != 0) conn->max_read = fs->max_read;  // libfuse checks it equals -o max_read
   }

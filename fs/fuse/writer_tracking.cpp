@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "core/base/unique_fd.hpp"
@@ -59,9 +60,8 @@ CloserState closer_state_from_stat(std::string_view text) {
 
 namespace {
 
-// The text of a small /proc file; empty when it cannot be read.
-std::string proc_text(pid_t tid, const std::string& file) {
-  const std::string path = "/proc/" + std::to_string(tid) + "/" + file;
+// The text of a /proc file; empty when it cannot be read.
+std::string read_text(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd) return {};
   std::string text(4096, '\0');
@@ -77,10 +77,32 @@ std::string proc_text(pid_t tid, const std::string& file) {
   return text;
 }
 
+std::string proc_text(pid_t tid, const std::string& file) {
+  return read_text("/proc/" + std::to_string(tid) + "/" + file);
+}
+
+// The value of a "Key:" line of a /proc status or fdinfo text (key given with
+// its leading newline, e.g. "\nTgid:"), blanks after the colon skipped;
+// nullopt when there is no such line.
+std::optional<std::string_view> line_value(std::string_view text, std::string_view key) {
+  const auto at = text.find(key);
+  if (at == std::string_view::npos) return std::nullopt;
+  std::string_view rest = text.substr(at + key.size());
+  rest.remove_prefix(std::min(rest.find_first_not_of(" \t"), rest.size()));
+  return rest.substr(0, rest.find('\n'));
+}
+
+// A numeric line_value; 0 when absent or not a number.
+std::uint64_t line_number(std::string_view text, std::string_view key) {
+  const auto value = line_value(text, key);
+  std::uint64_t n = 0;
+  return value && parse_u64(*value, n) ? n : 0;
+}
+
 }  // namespace
 
 bool status_shows_memory(std::string_view status_text) {
-  return status_text.find("\nVmSize:") != std::string_view::npos;
+  return line_value(status_text, "\nVmSize:").has_value();
 }
 
 CloserState closer_state_of(pid_t tid) {
@@ -91,14 +113,8 @@ CloserState closer_state_of(pid_t tid) {
 }
 
 pid_t thread_group_from_status(std::string_view text, pid_t tid) {
-  constexpr std::string_view kKey = "\nTgid:";
-  const auto at = text.find(kKey);
-  if (at == std::string_view::npos) return tid;
-  std::string_view rest = text.substr(at + kKey.size());
-  rest.remove_prefix(std::min(rest.find_first_not_of(" \t"), rest.size()));
-  std::uint64_t group = 0;
-  if (!parse_u64(rest.substr(0, rest.find('\n')), group) || group == 0) return tid;
-  return static_cast<pid_t>(group);
+  const std::uint64_t group = line_number(text, "\nTgid:");
+  return group == 0 ? tid : static_cast<pid_t>(group);
 }
 
 pid_t thread_group_of(pid_t tid) {
@@ -107,17 +123,6 @@ pid_t thread_group_of(pid_t tid) {
 }
 
 namespace {
-
-// A numeric "key:" field of an fdinfo text (key with its leading newline,
-// e.g. "\nino:"); 0 when absent.
-std::uint64_t fdinfo_field(std::string_view text, std::string_view key) {
-  const auto at = text.find(key);
-  if (at == std::string_view::npos) return 0;
-  std::string_view rest = text.substr(at + key.size());
-  rest.remove_prefix(std::min(rest.find_first_not_of(" \t"), rest.size()));
-  std::uint64_t value = 0;
-  return parse_u64(rest.substr(0, rest.find('\n')), value) ? value : 0;
-}
 
 // mountinfo escapes space, tab, newline and backslash in paths as \ooo.
 std::string mountinfo_escaped(std::string_view path) {
@@ -167,17 +172,7 @@ std::uint64_t fuse_mount_id(std::string_view text, std::string_view mountpoint) 
 }
 
 std::uint64_t fuse_mount_id_of(std::string_view mountpoint) {
-  UniqueFd fd(::open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC));
-  if (!fd) return 0;
-  std::string text;
-  char buf[16384];
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    text.append(buf, static_cast<std::size_t>(n));
-  }
-  return fuse_mount_id(text, mountpoint);
+  return fuse_mount_id(read_text("/proc/self/mountinfo"), mountpoint);
 }
 
 bool process_holds(pid_t tgid, ino_t ino, std::uint64_t mount_id) {
@@ -197,8 +192,8 @@ bool process_holds(pid_t tgid, ino_t ino, std::uint64_t mount_id) {
     const ssize_t n = ::read(info.get(), text, sizeof text - 1);
     if (n <= 0) continue;
     const std::string_view fields(text, static_cast<std::size_t>(n));
-    if (fdinfo_field(fields, "\nino:") != ino) continue;
-    if (mount_id == 0 || fdinfo_field(fields, "\nmnt_id:") == mount_id) {
+    if (line_number(fields, "\nino:") != ino) continue;
+    if (mount_id == 0 || line_number(fields, "\nmnt_id:") == mount_id) {
       holds = true;
       break;
     }
@@ -211,12 +206,9 @@ bool process_gone(pid_t tgid) {
   if (tgid <= 0) return false;
   const std::string text = proc_text(tgid, "status");
   if (text.empty()) return true;
-  constexpr std::string_view kKey = "\nState:";
-  const auto at = text.find(kKey);
-  if (at == std::string::npos) return false;
-  const auto state_at = text.find_first_not_of(" \t", at + kKey.size());
-  if (state_at == std::string::npos) return false;
-  const char state = text[state_at];  // "Z (zombie)", "X (dead)"
+  const auto state_line = line_value(text, "\nState:");  // "Z (zombie)", "X (dead)"
+  if (!state_line || state_line->empty()) return false;
+  const char state = state_line->front();
   return state == 'Z' || state == 'X' || state == 'x';
 }
 

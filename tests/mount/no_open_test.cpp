@@ -72,24 +72,20 @@ TEST_P(ExecWithAWriteDescriptor, IsNotHeldUpAndTheFileIsSealed) {
   ASSERT_TRUE(mount.ok()) << mount.error();
   const char* python = std::getenv("SEALFS_PYTHON");
   ASSERT_NE(python, nullptr);
-  constexpr auto kLimit = std::chrono::seconds(20);
-  const ProcessResult self =
-      run_process({python, "-c",
-                   "import os, sys\n"
-                   "f = open(sys.argv[1], 'w'); f.write('written before the exec\\n'); f.flush()\n"
-                   "os.execv('/bin/sh', ['sh', '-c', 'exit 0'])\n",
-                   mount.m("execs")},
-                  {}, kLimit);
+  // A Python writer of file under M; -1 when it has not ended within 20 s.
+  const auto writer = [&](const std::string& file, const std::string& script) {
+    return run_process({python, "-c", "import os, sys\nf = open(sys.argv[1], 'w')\n" + script, mount.m(file)},
+                       {}, std::chrono::seconds(20));
+  };
+  const ProcessResult self = writer("execs",
+                                    "f.write('written before the exec\\n'); f.flush()\n"
+                                    "os.execv('/bin/sh', ['sh', '-c', 'exit 0'])\n");
   EXPECT_EQ(self.status, 0) << "-1: still in its exec after 20 s; " << self.err;
-  const ProcessResult spawn =
-      run_process({python, "-c",
-                   "import os, sys\n"
-                   "f = open(sys.argv[1], 'w'); f.write('written around a spawn\\n'); f.flush()\n"
-                   "pid = os.posix_spawnp('true', ['true'], os.environ)\n"
-                   "assert os.waitpid(pid, 0)[1] == 0\n"
-                   "f.write('and after it\\n'); f.close()\n",
-                   mount.m("spawns")},
-                  {}, kLimit);
+  const ProcessResult spawn = writer("spawns",
+                                     "f.write('written around a spawn\\n'); f.flush()\n"
+                                     "pid = os.posix_spawnp('true', ['true'], os.environ)\n"
+                                     "assert os.waitpid(pid, 0)[1] == 0\n"
+                                     "f.write('and after it\\n'); f.close()\n");
   EXPECT_EQ(spawn.status, 0) << "-1: the spawn did not end within 20 s; " << spawn.err;
   EXPECT_TRUE(eventually([&] { return lstat_errno(mount.b(".sealfs-manifest.execs")) == 0; }));
   EXPECT_TRUE(eventually([&] { return lstat_errno(mount.b(".sealfs-manifest.spawns")) == 0; }));
