@@ -33,6 +33,7 @@ constexpr std::pair<std::string_view, Field> kScalars[] = {
     {"reads", &MetricsSnapshot::reads},
     {"rejected", &MetricsSnapshot::rejected},
     {"seals", &MetricsSnapshot::seals},
+    {"unseen_writes_refused", &MetricsSnapshot::unseen_writes_refused},
 };
 
 constexpr std::string_view kHiddenBy = "hidden_by_reason";
@@ -165,6 +166,7 @@ MetricsSnapshot Metrics::snapshot(const Gauges& gauges) const {
   s.reads = reads.load(std::memory_order_relaxed);
   s.rejected = rejected.load(std::memory_order_relaxed);
   s.seals = seals.load(std::memory_order_relaxed);
+  s.unseen_writes_refused = unseen_writes_refused.load(std::memory_order_relaxed);
   s.in_progress = gauges.in_progress;
   s.open_handles = gauges.open_handles;
   for (std::size_t i = 0; i < kHideReasons; ++i) {

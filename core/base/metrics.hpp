@@ -109,6 +109,7 @@ struct MetricsSnapshot {
   std::uint64_t reads = 0;
   std::uint64_t rejected = 0;
   std::uint64_t seals = 0;
+  std::uint64_t unseen_writes_refused = 0;
   std::uint64_t in_progress = 0;   // gauge
   std::uint64_t open_handles = 0;  // gauge
   std::array<std::uint64_t, kHideReasons> hidden_by{};
@@ -138,6 +139,10 @@ struct Metrics {
   std::atomic<std::uint64_t> rejected{0};     // publishes and seals refused by a validator (EBADMSG)
   std::atomic<std::uint64_t> seals{0};        // R4 seals at last close
   std::atomic<std::uint64_t> abandoned{0};    // R4 abandoned writes
+  // R4: in-place writes refused because the daemon could not see the writer
+  // (another pid namespace, or a /proc it may not read): it could not tell
+  // the writer's death from its close.
+  std::atomic<std::uint64_t> unseen_writes_refused{0};
   std::atomic<std::uint64_t> bytes_hashed{0};
   std::atomic<std::uint64_t> files_hashed{0};
   std::atomic<std::uint64_t> reads{0};         // READ requests that reached the daemon

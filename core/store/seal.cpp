@@ -70,7 +70,7 @@ Status Store::abandon(int path_fd, PlaceHint hint) {
   }
   s.consequences.quarantine_object(
       placed->parent.get(), placed->name, placed->st, placed->rel, HideReason::abandoned,
-      "R4: abandoned by a writer that was killed or exited non-zero", std::move(companions));
+      "R4: abandoned by a writer that died (killed by a signal) with it open", std::move(companions));
   return {};
 }
 

@@ -317,6 +317,12 @@ Result<bool> Store::in_volatile_area(int path_fd, PlaceHint hint) {
   return impl_->profile.is_volatile(*rel);
 }
 
+Result<bool> Store::child_in_volatile_area(int dir_fd, std::string_view name) {
+  auto ctx = impl_->places.context_of(dir_fd);
+  if (!ctx) return ctx.error();
+  return ctx->is_volatile || impl_->profile.is_volatile(ctx->child_rel(name));
+}
+
 Result<Found> found_at(int dir_fd, std::string_view name, ObjectKind kind, const struct stat* expect) {
   auto fd = open_beneath(dir_fd, name, O_PATH | O_NOFOLLOW);
   if (!fd) return fd.error();

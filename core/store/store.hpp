@@ -176,6 +176,9 @@ class Store {
   // is, not where it was looked up: the kernel keeps names across renames).
   // ESTALE when deleted, ENOENT when no longer below the root.
   Result<bool> in_volatile_area(int path_fd, PlaceHint hint = {});
+  // Whether a child name of the directory dir_fd lies in a volatile area
+  // (asked before a create: R4 tracks only what is outside them).
+  Result<bool> child_in_volatile_area(int dir_fd, std::string_view name);
   // Open a visible object for I/O with open(2) flags (O_CREAT/O_EXCL not
   // allowed here). A read open of a sealed file checks its stamp (verify=changed)
   // or rehashes it (verify=always); damage found now → quarantine and ENOENT.
@@ -211,7 +214,7 @@ class Store {
 
   // ---- In-place writes (R4) ----------------------------------------------
   // path_fd: the file's O_PATH fd. seal: last close of a normal writer;
-  // abandon: last close of a writer that was killed or exited non-zero.
+  // abandon: last close of a writer that died of a signal with it open.
   // hint: where the file was last seen (PlaceHint).
   Status seal(int path_fd, PlaceHint hint = {});
   Status abandon(int path_fd, PlaceHint hint = {});

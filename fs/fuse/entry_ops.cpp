@@ -128,6 +128,13 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
     Filesystem& fs = fs_of(req);
     InodeRef inode = inode_or_reply(req, ino);
     if (!inode) return;
+    // R4's unseen-writer policy (file_handles.hpp): a size change is the
+    // first step of an in-place rewrite (open with O_TRUNC comes here without
+    // a handle), so it is refused like the writes that would follow it.
+    if ((to_set & FUSE_SET_ATTR_SIZE) != 0 && !(fi != nullptr && fi->fh != 0) &&
+        !writer_seen(fs, fuse_req_ctx(req)->pid) &&
+        fs.store->writes_tracked(inode->path_fd()->get(), inode->kind, inode->last_seen().hint()))
+      return refuse_unseen_writer(req, fs, fuse_req_ctx(req)->pid);
     // The handle the change goes through: the caller's own; without OPEN an
     // ftruncate (fh 0) is the file's first change or one more (R4); any other
     // change of a file in progress goes through its writer's handle.

@@ -43,12 +43,15 @@ Result<std::shared_ptr<FileHandle>> make_reader(Filesystem& fs, const InodeRef& 
 }
 
 // The implicit write handle made at a file's first change: opened for
-// reading and writing (write-only when the daemon may not read it).
-Result<std::shared_ptr<FileHandle>> make_writer(Filesystem& fs, const InodeRef& inode) {
+// reading and writing (write-only when the daemon may not read it). EPERM
+// for a tracked file whose first changer tid cannot be seen (tid 0: the
+// kernel's writeback, which follows a change already counted).
+Result<std::shared_ptr<FileHandle>> make_writer(Filesystem& fs, const InodeRef& inode, pid_t tid) {
   if (fs.descriptors_low()) return make_error(ENFILE, "descriptors low");
-  fs.implicit.forget(inode->id);  // its reader's stamp is about to go stale
   const bool tracked =
       fs.store->writes_tracked(inode->path_fd()->get(), inode->kind, inode->last_seen().hint());
+  if (tracked && tid != 0 && !writer_seen(fs, tid)) return make_error(EPERM, "writer cannot be seen (R4)");
+  fs.implicit.forget(inode->id);  // its reader's stamp is about to go stale
   auto fd = open_tracked(fs, *inode, O_RDWR, tracked);
   if (!fd && fd.code() == EACCES) fd = open_tracked(fs, *inode, O_WRONLY, tracked);
   if (!fd) return fd.error();
@@ -79,6 +82,21 @@ HandleInUse hold_writer(std::shared_ptr<ImplicitHandles::Writer> writer) {
 }
 
 }  // namespace
+
+bool writer_seen(const Filesystem& fs, pid_t tid) { return fs.proc_is_ours && writer_visible(tid); }
+
+void refuse_unseen_writer(fuse_req_t req, Filesystem& fs, pid_t tid) {
+  fs.store->metrics().unseen_writes_refused.fetch_add(1, std::memory_order_relaxed);
+  if (!fs.unseen_writer_logged.exchange(true))
+    syslog(LOG_WARNING,
+           "sealfs: a writer the daemon cannot see (pid %d: another pid namespace, or a /proc it may not "
+           "read) cannot be told dying from closing, so its in-place writes outside volatile areas are "
+           "refused with EPERM (R4); write in a volatile area and rename, or run the daemon in the "
+           "writers' pid namespace with read access to their /proc (the sidecar's shareProcessNamespace "
+           "and SYS_PTRACE). Logged once; counted as unseen_writes_refused.",
+           static_cast<int>(tid));
+  fuse_reply_err(req, EPERM);
+}
 
 Result<std::shared_ptr<FileHandle>> implicit_reader(Filesystem& fs, const InodeRef& inode) {
   // A reader is kept only for a file no one writes (its stamp is then
@@ -120,11 +138,23 @@ HandleInUse handle_to_change(fuse_req_t req, fuse_ino_t ino, const fuse_file_inf
   }
   InodeRef inode = inode_or_reply(req, ino);
   if (!inode) return {};
-  const pid_t tid = fi != nullptr && fi->writepage ? 0 : fuse_req_ctx(req)->pid;
+  const bool writeback = fi != nullptr && fi->writepage;
+  const pid_t tid = writeback ? 0 : fuse_req_ctx(req)->pid;
+  // A task of another pid namespace (pid 0) joining a file someone else
+  // writes is refused here too; make_writer asks at a first change.
+  if (!writeback && (tid == 0 || !fs.proc_is_ours) &&
+      fs.store->writes_tracked(inode->path_fd()->get(), inode->kind, inode->last_seen().hint())) {
+    refuse_unseen_writer(req, fs, tid);
+    return {};
+  }
   for (int attempt = 0; attempt < kWriterAttempts; ++attempt) {
     auto writer = fs.implicit.writer_for_change(
-        ino, tid, [&] { return make_writer(fs, inode); }, [&](FileHandle& h) { drop_writer(fs, h); });
+        ino, tid, [&] { return make_writer(fs, inode, tid); }, [&](FileHandle& h) { drop_writer(fs, h); });
     if (!writer && writer.code() == EAGAIN) continue;
+    if (!writer && writer.code() == EPERM) {
+      refuse_unseen_writer(req, fs, tid);
+      return {};
+    }
     if (!writer) {
       // The name the kernel opened was replaced or removed behind it: the
       // write cannot reach the object the caller holds (ESTALE, as NFS says).

@@ -52,6 +52,17 @@ void end_orphaned_writer(Filesystem& fs, fuse_ino_t ino);
 // come at munmap without OPEN), the file is sealed now.
 void end_unheld_writer(Filesystem& fs, fuse_ino_t ino);
 
+// R4's policy for a writer the daemon cannot see (DESIGN.md R4; another pid
+// namespace sends pid 0, and a /proc the daemon may not read hides the exit
+// code): it could not tell the writer's death from its close, so it never
+// guesses. An in-place write outside volatile areas (a create, a write open,
+// a first change) is refused with EPERM, while a rename-publish out of a
+// volatile area, which needs no such judgement, keeps working.
+// writer_seen says whether tid can be seen; refuse_unseen_writer answers
+// the request, counts it in status and logs the policy once per mount.
+bool writer_seen(const Filesystem& fs, pid_t tid);
+void refuse_unseen_writer(fuse_req_t req, Filesystem& fs, pid_t tid);
+
 // open_file for an inode, counted in progress from before the open when it
 // is tracked (a seal still running from the last writer's close finishes
 // first).

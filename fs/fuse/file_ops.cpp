@@ -72,6 +72,13 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
     if (fs.descriptors_low()) return (void)fuse_reply_err(req, ENFILE);
+    // R4's unseen-writer policy (file_handles.hpp): refused before anything
+    // is made. A read-only O_CREAT makes an empty file, which no death can
+    // leave partial: it stays allowed.
+    if (opens_for_write(fi->flags) && !writer_seen(fs, fuse_req_ctx(req)->pid)) {
+      auto in_volatile = fs.store->child_in_volatile_area(dir->path_fd()->get(), name);
+      if (in_volatile && !*in_volatile) return refuse_unseen_writer(req, fs, fuse_req_ctx(req)->pid);
+    }
     auto created = fs.store->create(dir->path_fd()->get(), name, mode, fi->flags);
     if (!created) return reply_error(req, created.error());
     give_to_caller(fs, req, dir->path_fd()->get(), created->found, mode);
@@ -108,6 +115,8 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     const ObjectKind kind = inode->kind;
     const bool tracked =
         writer && fs.store->writes_tracked(inode->path_fd()->get(), kind, inode->last_seen().hint());
+    if (tracked && !writer_seen(fs, fuse_req_ctx(req)->pid))
+      return refuse_unseen_writer(req, fs, fuse_req_ctx(req)->pid);
     auto fd = open_tracked(fs, *inode, flags, tracked);
     // The kernel resolved the name to this inode before it was replaced or
     // unlinked (R6 swaps, link-then-unlink). ESTALE makes the VFS redo the

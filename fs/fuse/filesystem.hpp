@@ -104,6 +104,11 @@ struct Filesystem {
   // fs/README.md "Without OPENDIR".
   bool no_opendir = false;
   bool read_only = false;  // -o ro: FLUSH answered ENOSYS too
+  // /proc is the proc of the daemon's pid namespace (read at init): the
+  // pids the kernel sends can be read there (writer_visible).
+  bool proc_is_ours = true;
+  // R4's unseen-writer policy has been logged (once per mount).
+  std::atomic<bool> unseen_writer_logged{false};
   std::string mountpoint;  // absolute
   // The mount's ID (fdinfo's mnt_id:), read from /proc/self/mountinfo at
   // init (the mount exists by then); 0 when not found, and a process's

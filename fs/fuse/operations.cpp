@@ -4,6 +4,8 @@
 // Locks: no lock operations are implemented, so the kernel handles POSIX and
 // flock locks itself. They work between processes on this host (as on any
 // local filesystem) but are not seen by other hosts sharing B.
+#include <syslog.h>
+
 #include "fs/fuse/filesystem.hpp"
 #include "fs/fuse/handlers.hpp"
 #include "fs/fuse/writer_tracking.hpp"
@@ -27,6 +29,11 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   // change the defaults above, not the rules below.
   if (fs != nullptr) {
     fs->mount_id.store(fuse_mount_id_of(fs->mountpoint), std::memory_order_relaxed);
+    fs->proc_is_ours = proc_is_own_namespace();
+    if (!fs->proc_is_ours)
+      syslog(LOG_WARNING,
+             "sealfs: /proc is not this daemon's pid namespace's (mount one, or share the writers' pid "
+             "namespace): no writer can be seen, so in-place writes outside volatile areas are refused (R4)");
     if (fs->conn_opts) fuse_apply_conn_info_opts(fs->conn_opts.get(), conn);
     if (fs->max_read != 0) conn->max_read = fs->max_read;  // libfuse checks it equals -o max_read
   }

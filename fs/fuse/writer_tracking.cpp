@@ -20,6 +20,7 @@ namespace {
 constexpr std::uint64_t kPfExiting = 0x4;  // include/linux/sched.h
 constexpr int kFlagsField = 9;             // proc_pid_stat(5), 1-based
 constexpr int kExitCodeField = 52;
+constexpr std::uint64_t kSignalBits = 0x7f;  // the wait status's signal number (WTERMSIG)
 
 bool parse_u64(std::string_view text, std::uint64_t& out) {
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
@@ -55,7 +56,10 @@ CloserState closer_state_from_stat(std::string_view text) {
     rest.remove_prefix(end);
   }
   if (!have_flags || !have_exit) return CloserState::normal;
-  return (flags & kPfExiting) != 0 && exit_code != 0 ? CloserState::abandoned : CloserState::normal;
+  // R4: only a death abandons. `cmd > f; exit 1` keeps f: a failing
+  // build's log is output like any other.
+  const bool killed = (exit_code & kSignalBits) != 0;
+  return (flags & kPfExiting) != 0 && killed ? CloserState::abandoned : CloserState::normal;
 }
 
 namespace {
@@ -200,6 +204,22 @@ bool process_holds(pid_t tgid, ino_t ino, std::uint64_t mount_id) {
   }
   ::closedir(dir);
   return holds;
+}
+
+bool writer_visible(pid_t tid) {
+  if (tid <= 0) return false;
+  const std::string fdinfo = "/proc/" + std::to_string(tid) + "/fdinfo";
+  UniqueFd dir(::open(fdinfo.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  return dir.valid();
+}
+
+bool proc_is_own_namespace() {
+  char target[32] = {};
+  const ssize_t n = ::readlink("/proc/self", target, sizeof target - 1);
+  if (n <= 0) return false;
+  std::uint64_t pid = 0;
+  return parse_u64(std::string_view(target, static_cast<std::size_t>(n)), pid) &&
+         pid == static_cast<std::uint64_t>(::getpid());
 }
 
 bool process_gone(pid_t tgid) {

@@ -24,13 +24,16 @@ namespace sealfs::fuse {
 // How the task that closed a write handle was doing, read from /proc at
 // FLUSH (closer_state_of).
 enum class CloserState {
-  normal,     // alive, or exiting with status 0, or not visible to us
-  abandoned,  // exiting because of a signal or with a non-zero status
+  normal,     // alive, or exiting with any status (exit(2) is the program's choice)
+  abandoned,  // dying of a signal (SIGKILL, SIGSEGV, SIGABRT, the OOM killer…)
 };
 
 // Parse the text of /proc/<tid>/stat: abandoned when the flags field (9th)
-// has PF_EXITING and the exit_code field (52nd) is non-zero. Anything that
-// does not parse counts as normal (DESIGN.md R4: unseen writers close normally).
+// has PF_EXITING and the exit_code field (52nd) names a signal (its low 7
+// bits: do_exit's code is the wait status, `status << 8` for an exit and
+// the signal number, with 0x80 for a core dump, for a death). Anything that
+// does not parse counts as normal; whether a writer can be seen at all is
+// asked before it may write (writer_visible).
 CloserState closer_state_from_stat(std::string_view stat_text);
 // Whether the text of /proc/<tid>/status shows the task with its memory
 // (the Vm lines). do_exit releases the memory before it closes the files, so
@@ -44,6 +47,20 @@ bool status_shows_memory(std::string_view status_text);
 // lock. Reading stat first hung such a writer and the daemon's thread for
 // good; /proc/<tid>/status takes no such lock.
 CloserState closer_state_of(pid_t tid);
+
+// Whether R4 can see the task tid: the kernel could name it in the daemon's
+// pid namespace (a task of another one comes as pid 0) and the daemon may
+// read its /proc/<tid>/fdinfo (ptrace read access, which also guards the
+// exit code in /proc/<tid>/stat: without it the kernel shows 0 there, and a
+// killed writer would look like one that exited). A writer it cannot see
+// cannot be told dying from closing (DESIGN.md R4: the unseen-writer policy,
+// file_handles.hpp refuse_unseen_writer).
+bool writer_visible(pid_t tid);
+// Whether /proc is the proc of this process's own pid namespace (its
+// /proc/self names getpid()). A daemon started in a new pid namespace
+// without a /proc of its own (`unshare -p -f`) would read other processes
+// under the pids the kernel sends it.
+bool proc_is_own_namespace();
 
 // The thread group (process) of a task, from the "Tgid:" line of
 // /proc/<tid>/status; the tid itself when that cannot be read (a task in

@@ -13,7 +13,11 @@
 #  4. the sidecar restarts (its entrypoint detaches the dead mount itself) and
 #     the app, still running, sees the new mount and its entry;
 #  5. `podman stop` leaves no mount on the host, and the app is back to the
-#     empty directory.
+#     empty directory;
+#  6. in-place writes (R4): refused while the sidecar cannot see the app's
+#     processes (its own pid namespace); with a shared pid namespace a
+#     SIGKILLed writer's file stays hidden and a normal one survives a
+#     sidecar restart.
 # Outside CI, exits 77 (skipped) without root, /dev/fuse, podman, runc or
 # mmdebstrap; with CI=true that fails.
 # usage: container_test.sh SOURCE_DIR
@@ -90,7 +94,7 @@ fuse_mounts_under() {  # count of FUSE mounts at or below $1 in this namespace
                  END { print n + 0 }' /proc/self/mountinfo
 }
 cleanup() {
-  pm rm -f -t 0 "$sidecar" "$app" >/dev/null 2>&1
+  pm rm -f -t 0 "$sidecar" "$app" "sealfs-test-pidns-$$" >/dev/null 2>&1
   # Deepest first: a dead FUSE mount left by a failed check, then the bind.
   for m in $(awk -v p="$work" 'index($5, p) == 1 { print $5 }' /proc/self/mountinfo | sort -r); do
     umount -l "$m" 2>/dev/null
@@ -105,8 +109,8 @@ trap 'exit 1' INT TERM
 mount --bind "$vol" "$vol" && mount --make-rshared "$vol" || die "making $vol a shared mount"
 
 # The sidecar: the whole volume; the entrypoint makes backing/ and view/cache.
-start_sidecar() {
-  pm run -d --name "$sidecar" "${limits[@]}" --network none \
+start_sidecar() {  # start_sidecar [PODMAN-RUN-OPTION…]
+  pm run -d --name "$sidecar" "${limits[@]}" --network none "$@" \
     --device /dev/fuse --cap-add SYS_ADMIN \
     --mount "type=bind,src=$vol,dst=/vol,bind-propagation=rshared" \
     -e SEALFS_OPTIONS=profile=tilelang,allow_other -e SEALFS_OWNER=1000:1000 \
@@ -236,6 +240,64 @@ check "the sidecar's exit status after SIGTERM" 0 "$(pm inspect -f '{{.State.Exi
 check "no FUSE mount left on the host" 0 "$(fuse_mounts_under "$vol")"
 check "the app is back to the empty view" empty "$(app_view)"
 check "the backing directory keeps both entries" "k1 k2" "$(ls "$vol/backing/demo/kernels" | xargs)"
+
+# ---- 6. in-place writes and the writer's pid namespace (DESIGN.md R4) -----------------
+# Without a shared pid namespace the sidecar is sent pid 0 for the app's
+# tasks: it cannot tell a killed writer from one that closed, so in-place
+# writes outside volatile areas are refused (EPERM) while saving by rename
+# works. With one (the pod's shareProcessNamespace; here a holder container
+# whose pid namespace both join, as a pod's infra container does, so that a
+# sidecar restart does not end it) and SYS_PTRACE to read the app's /proc,
+# a SIGKILLed writer's partial file is never served and a normal in-place
+# write survives a restart of the sidecar.
+phase "pid namespaces: not shared"
+pm rm -f -t 0 "$sidecar" >/dev/null
+start_sidecar || die "podman run (sidecar, own pid namespace)"
+wait_for 30 host_mounted || { pm logs "$sidecar"; die "no mount (own pid namespace)"; }
+in_place='exec 3>"$1"; i=0; while [ $i -lt 1000 ]; do printf "%0500d" 0 >&3; i=$((i + 1)); done; [ -z "${2:-}" ] || kill -9 $$'
+if pm exec "$app" sh -c "$in_place" app /sealfs/cache/demo/whole.bin 2>/dev/null; then
+  bad "unseen writer: an in-place write is refused"
+else
+  ok "unseen writer: an in-place write is refused"
+fi
+pm exec "$app" sh -c "$in_place" app /sealfs/cache/demo/victim.bin kill 2>/dev/null
+pm exec "$app" test -e /sealfs/cache/demo/victim.bin
+check "unseen writer: nothing of a killed writer is visible" 1 $?
+in_app save k3; check "unseen writer: saving by rename works" 0 $?
+refused=$(pm exec "$sidecar" sealfs status /vol/view/cache | sed -n 's/.*"unseen_writes_refused":\([0-9]*\).*/\1/p')
+if [ "${refused:-0}" -ge 2 ]; then ok "unseen writer: refusals counted ($refused)"; else bad "unseen writer: refusals counted: [$refused]"; fi
+pm stop -t 30 "$sidecar" >/dev/null
+pm rm -f -t 0 "$app" >/dev/null
+
+phase "pid namespaces: shared"
+holder=sealfs-test-pidns-$$
+pm run -d --name "$holder" "${limits[@]}" --network none --entrypoint sleep "$image" infinity >/dev/null ||
+  die "podman run (pid namespace holder)"
+pm rm -f -t 0 "$sidecar" >/dev/null
+start_sidecar --pid "container:$holder" --cap-add SYS_PTRACE || die "podman run (sidecar, shared pid namespace)"
+wait_for 30 host_mounted || { pm logs "$sidecar"; die "no mount (shared pid namespace)"; }
+pm run -d --name "$app" "${limits[@]}" --network none --user 1000:1000 --pid "container:$holder" \
+  --mount "type=bind,src=$vol/view,dst=/sealfs,ro=true,bind-propagation=rslave" \
+  --entrypoint sleep "$image" infinity >/dev/null || die "podman run (app, shared pid namespace)"
+pm exec "$app" sh -c "$in_place" app /sealfs/cache/demo/victim.bin kill
+check "shared: the writer was SIGKILLed mid-write" 137 $?
+app_lacks() { ! pm exec "$app" test -e "$1"; }
+wait_for 10 app_lacks /sealfs/cache/demo/victim.bin
+check "shared: the killed writer's file is hidden" 0 $?
+pm exec "$app" sh -c "$in_place" app /sealfs/cache/demo/whole.bin
+check "shared: an in-place write closes normally" 0 $?
+check "shared: its size" 500000 "$(pm exec "$app" stat -c %s /sealfs/cache/demo/whole.bin)"
+pm stop -t 30 "$sidecar" >/dev/null
+pm start "$sidecar" >/dev/null || die "podman start (sidecar, shared pid namespace)"
+wait_for 30 host_mounted || { pm logs "$sidecar"; die "no mount after the restart (shared pid namespace)"; }
+check "shared: after a sidecar restart the in-place write is there" 500000 \
+  "$(pm exec "$app" stat -c %s /sealfs/cache/demo/whole.bin 2>&1)"
+pm exec "$app" test -e /sealfs/cache/demo/victim.bin
+check "shared: after a sidecar restart the killed writer's file is still hidden" 1 $?
+check "shared: the killed writer's file is in quarantine" 1 \
+  "$(find "$vol/backing/.sealfs/quarantine" -name victim.bin | wc -l)"
+pm stop -t 30 "$sidecar" >/dev/null
+pm rm -f -t 0 "$holder" >/dev/null
 
 phase "done"
 echo "$passes passed, $failures failed"

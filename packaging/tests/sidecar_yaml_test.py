@@ -10,7 +10,8 @@
    real under podman: the sidecar is privileged and mounts the shared volume
    with Bidirectional propagation, the app mounts only the view (the
    directory above the mount point) read-only with HostToContainer and runs
-   as the uid that SEALFS_OWNER gives the backing directory.
+   as the uid that SEALFS_OWNER gives the backing directory; the pod shares
+   one pid namespace, so that the sidecar sees the app's writers (R4).
 3. The checker itself fails on planted mistakes: a misspelt field, a string
    where a bool belongs, a list where an object belongs.
 
@@ -192,6 +193,10 @@ class SidecarYaml(unittest.TestCase):
         self.assertEqual(len(sidecars), 1, "one native sidecar (init container, restartPolicy Always)")
         sidecar = sidecars[0]
         self.assertTrue(sidecar.security_context.privileged, "Bidirectional needs a privileged container")
+        # R4: in-place writes need the app's processes in the daemon's pid
+        # namespace (else pid 0, and the daemon refuses them) and read
+        # access to their /proc (privileged includes CAP_SYS_PTRACE).
+        self.assertTrue(pod.spec.share_process_namespace, "the sidecar must see the app's writers (R4)")
         env = env_of(sidecar)
         backing, view = env["SEALFS_BACKING"], env["SEALFS_MOUNTPOINT"]
         self.assertFalse(view == backing or view.startswith(backing + "/") or backing.startswith(view + "/"),

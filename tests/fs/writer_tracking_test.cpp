@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,15 +24,22 @@ std::string stat_line(const std::string& comm, unsigned long flags, int exit_cod
   return s;
 }
 
-TEST(CloserStateTest, ExitingWithSignalOrFailureIsAbandoned) {
-  EXPECT_EQ(closer_state_from_stat(stat_line("python3", 0x4, 9)), CloserState::abandoned);
-  EXPECT_EQ(closer_state_from_stat(stat_line("python3", 0x404044, 3 << 8)), CloserState::abandoned);
+TEST(CloserStateTest, DyingOfASignalIsAbandoned) {
+  EXPECT_EQ(closer_state_from_stat(stat_line("python3", 0x4, SIGKILL)), CloserState::abandoned);
+  EXPECT_EQ(closer_state_from_stat(stat_line("python3", 0x404044, SIGTERM)), CloserState::abandoned);
+  EXPECT_EQ(closer_state_from_stat(stat_line("cc1", 0x204, 0x80 | SIGSEGV)),
+            CloserState::abandoned);  // core dumped
+  EXPECT_EQ(closer_state_from_stat(stat_line("cc1", 0x204, 0x80 | SIGABRT)), CloserState::abandoned);
 }
 
-TEST(CloserStateTest, AliveOrCleanExitIsNormal) {
+// R4: an exit status is the program's business; `cmd > f; exit 1` keeps f.
+TEST(CloserStateTest, AliveOrExitingWithAnyStatusIsNormal) {
   EXPECT_EQ(closer_state_from_stat(stat_line("cc", 0x400000, 0)), CloserState::normal);
   EXPECT_EQ(closer_state_from_stat(stat_line("cc", 0x4, 0)), CloserState::normal);
   EXPECT_EQ(closer_state_from_stat(stat_line("cc", 0x0, 9)), CloserState::normal);
+  EXPECT_EQ(closer_state_from_stat(stat_line("make", 0x404044, 3 << 8)), CloserState::normal);
+  EXPECT_EQ(closer_state_from_stat(stat_line("sh", 0x4, 1 << 8)), CloserState::normal);
+  EXPECT_EQ(closer_state_from_stat(stat_line("sh", 0x4, 255 << 8)), CloserState::normal);
 }
 
 TEST(CloserStateTest, CommWithSpacesAndParenthesesIsSkipped) {
@@ -63,6 +71,25 @@ TEST(CloserStateTest, OnlyATaskWithoutItsMemoryIsAskedForItsExitState) {
   own.resize(static_cast<std::size_t>(std::max<ssize_t>(0, ::read(fd, own.data(), own.size()))));
   ::close(fd);
   EXPECT_TRUE(status_shows_memory(own)) << own;
+}
+
+// R4's unseen-writer policy: pid 0 (another pid namespace) is never seen,
+// this process is, and so is a child whose /proc we may read.
+TEST(WriterVisibleTest, PidZeroIsUnseenAndOurOwnProcessIsSeen) {
+  EXPECT_FALSE(writer_visible(0));
+  EXPECT_FALSE(writer_visible(-1));
+  EXPECT_TRUE(writer_visible(::getpid()));
+  EXPECT_TRUE(proc_is_own_namespace());
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  EXPECT_TRUE(writer_visible(child));
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_FALSE(writer_visible(child)) << "a reaped process is no writer";
 }
 
 TEST(ProcessGoneTest, AZombieIsGoneAndALiveProcessIsNot) {

@@ -4,6 +4,7 @@
 // quarantine the daemon cannot complete for want of descriptors (its
 // RLIMIT_NOFILE lowered with prlimit) leaves no empty slot behind.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
@@ -26,8 +27,8 @@ class HostileQuarantine : public ::testing::Test {
   }
 
   // A writer (another process) creates name through the mount, writes data
-  // at offset, waits for `go` (when given) and exits 1 with the file still
-  // open: R4 abandons it into the quarantine. Returns its exit status.
+  // at offset, waits for `go` (when given) and dies of SIGKILL with the file
+  // still open: R4 abandons it into the quarantine. Returns its exit status.
   int abandoned_write(const std::string& name, const std::string& data, off_t offset,
                       const std::function<void()>& before_exit = {}) {
     int ready[2];
@@ -41,7 +42,8 @@ class HostileQuarantine : public ::testing::Test {
       char c = 'r';
       (void)!::write(ready[1], &c, 1);
       (void)!::read(go[0], &c, 1);
-      ::_exit(1);  // non-zero with the file open: abandoned
+      ::kill(::getpid(), SIGKILL);  // dies with the file open: abandoned
+      ::_exit(1);
     }
     ::close(ready[1]);
     ::close(go[0]);
@@ -78,12 +80,12 @@ class HostileQuarantine : public ::testing::Test {
 // and holds one block. It used to evict both earlier slots.
 TEST_F(HostileQuarantine, SparseAbandonedWriteKeepsEarlierEvidence) {
   for (const char* n : {"first", "second"}) {
-    ASSERT_EQ(abandoned_write(n, std::string("evidence of ") + n, 0), 1);
+    ASSERT_EQ(abandoned_write(n, std::string("evidence of ") + n, 0), 128 + SIGKILL);
     ASSERT_TRUE(eventually([&] { return slot_of(n).has_value(); })) << n << " was not quarantined\n"
                                                                     << mount_->log();
   }
   constexpr off_t kFar = off_t{4} << 30;
-  ASSERT_EQ(abandoned_write("sparse", "x", kFar - 1), 1);
+  ASSERT_EQ(abandoned_write("sparse", "x", kFar - 1), 128 + SIGKILL);
   ASSERT_TRUE(eventually([&] { return slot_of("sparse").has_value(); })) << mount_->log();
   struct stat st {};
   ASSERT_EQ(::lstat((slot_path(*slot_of("sparse")) + "/sparse").c_str(), &st), 0);
@@ -107,7 +109,7 @@ TEST_F(HostileQuarantine, DescriptorExhaustionLeavesNoEmptySlot) {
     std::optional<DaemonFdLimit> budget;
     ASSERT_EQ(abandoned_write(name, "abandoned " + name, 0,
                               [&] { budget.emplace(mount_->daemon_pid(), FreeDescriptors{free}); }),
-              1);
+              128 + SIGKILL);
     ASSERT_TRUE(budget && budget->ok()) << (budget ? budget->error() : "not lowered");
     // Whatever the daemon managed, it has done once the name is gone from M
     // or a moment has passed.

@@ -1,6 +1,6 @@
 // R4: files written in place through the mount: visible while open, sealed
 // at the last close; abandoned (hidden, quarantined) when the writer dies
-// by a signal or exits non-zero with the file open.
+// of a signal with the file open. An exit, with any status, is a close.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -93,11 +93,31 @@ TEST_F(InPlace, SigkilledWriterLeavesNothingVisibleAndTheFileQuarantined) {
   EXPECT_EQ(read_file(mount_->m("killed")), "whole");
 }
 
-TEST_F(InPlace, WriterExitingNonZeroLeavesNothingVisibleAndTheFileQuarantined) {
+// Issue 23, point 2: an exit status is the program's business (R4).
+TEST_F(InPlace, WriterExitingNonZeroWithTheFileOpenSeals) {
   const std::string data = "written by a failing writer";
   EXPECT_EQ(writer_that_dies("failed", data, 3), 3);
-  EXPECT_TRUE(eventually([&] { return lstat_errno(mount_->m("failed")) == ENOENT; }));
-  EXPECT_TRUE(eventually([&] { return quarantine_holds(data); })) << "not in quarantine";
+  EXPECT_TRUE(eventually([&] { return lstat_errno(mount_->b(".sealfs-manifest.failed")) == 0; }))
+      << "not sealed";
+  EXPECT_EQ(read_file(mount_->m("failed")), data);
+  EXPECT_EQ(quarantined_files(*mount_), std::vector<std::string>{});
+}
+
+// `cmd > f 2>&1` whose command fails: every failing build's log. It used to
+// be quarantined as abandoned.
+TEST_F(InPlace, ACommandThatExitsNonZeroKeepsItsOutput) {
+  const auto sh = run_process({"sh", "-c", "sh -c 'echo output; exit 1' > \"$0\"", mount_->m("out.txt")});
+  EXPECT_EQ(sh.status, 1);
+  EXPECT_EQ(read_file(mount_->m("out.txt")), "output\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past cache_timeout: looked up again
+  EXPECT_EQ(read_file(mount_->m("out.txt")), "output\n");
+  EXPECT_EQ(quarantined_files(*mount_), std::vector<std::string>{});
+  // And a death after the same write still abandons it (R4).
+  const auto killed = run_process(
+      {"sh", "-c", "echo half > \"$0\"; exec 3>>\"$0\"; echo more >&3; kill -9 $$", mount_->m("killed.txt")});
+  EXPECT_EQ(killed.status, 128 + SIGKILL);
+  EXPECT_TRUE(eventually([&] { return lstat_errno(mount_->m("killed.txt")) == ENOENT; }))
+      << "a killed writer's file stayed visible";
 }
 
 TEST_F(InPlace, WriterExitingZeroWithTheFileOpenSeals) {

@@ -50,6 +50,7 @@ EXPECTED_TYPES = {
     "sealfs_validator_rejections": "counter",
     "sealfs_seals": "counter",
     "sealfs_abandoned_writes": "counter",
+    "sealfs_unseen_writes_refused": "counter",
     "sealfs_hashed_bytes": "counter",
     "sealfs_hashed_files": "counter",
     "sealfs_reads": "counter",

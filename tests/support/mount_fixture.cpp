@@ -103,7 +103,9 @@ Mount::Mount(MountConfig config) {
     mountpoint_ = *dirs_ / "M";
     make_dirs(mountpoint_);
   }
-  std::vector<std::string> argv = {sealfs_binary(), "-f"};
+  std::vector<std::string> argv = config.launcher;
+  argv.push_back(sealfs_binary());
+  argv.push_back("-f");
   for (const auto& o : config.options) {
     argv.push_back("-o");
     argv.push_back(o);

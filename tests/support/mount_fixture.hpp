@@ -45,6 +45,7 @@ struct MountConfig {
   std::optional<std::string> backing;  // an existing B instead of a fresh temp dir
   bool over_backing = false;           // mount on B itself (`sealfs B B`)
   std::vector<std::string> env;        // extra "NAME=value" for the daemon
+  std::vector<std::string> launcher;   // argv before the daemon's own (e.g. "unshare", "-p", "-f")
 
   // Builders, so tests name only what they change.
   static MountConfig with(std::vector<std::string> opts) {
@@ -62,6 +63,10 @@ struct MountConfig {
   }
   MountConfig& with_env(std::string entry) {
     env.push_back(std::move(entry));
+    return *this;
+  }
+  MountConfig& launched_by(std::vector<std::string> prefix) {
+    launcher = std::move(prefix);
     return *this;
   }
 };

@@ -30,7 +30,7 @@ TEST(Metrics, ZeroJsonListsEveryCounterSorted) {
           "\"publish_seconds\":{\"bounds_us\":[500,1000,2500,5000,10000,25000,50000,100000,250000,500000,"
           "1000000,2500000,5000000,10000000],\"counts\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"sum_ns\":0},"
           "\"publishes\":0,\"quarantined\":0,\"quarantined_by_reason\":" +
-          kZeroByReason + ",\"reads\":0,\"rejected\":0,\"seals\":0}");
+          kZeroByReason + ",\"reads\":0,\"rejected\":0,\"seals\":0,\"unseen_writes_refused\":0}");
 }
 
 // The keys `sealfs status` always printed keep their names and values.
@@ -50,12 +50,13 @@ TEST(Metrics, EachCounterLandsUnderItsOwnKey) {
   m.misses = 11;
   m.reads = 14;
   m.bytes_pushed = 15;
+  m.unseen_writes_refused = 16;
   const std::string j = m.snapshot(Gauges{12, 13}).to_json();
   for (const char* pair :
        {"{\"abandoned\":1,", ",\"bytes_hashed\":18446744073709551615,", ",\"files_hashed\":3,",
         ",\"hidden\":4,", ",\"hits\":5,", ",\"lookups\":6,", ",\"publishes\":7,", ",\"quarantined\":8,",
-        ",\"rejected\":9,", ",\"seals\":10}", ",\"misses\":11,", ",\"in_progress\":12,",
-        ",\"open_handles\":13,", ",\"reads\":14,", ",\"bytes_pushed\":15,"})
+        ",\"rejected\":9,", ",\"seals\":10,", ",\"misses\":11,", ",\"in_progress\":12,",
+        ",\"open_handles\":13,", ",\"reads\":14,", ",\"bytes_pushed\":15,", ",\"unseen_writes_refused\":16}"})
     EXPECT_NE(j.find(pair), std::string::npos) << pair << " in " << j;
 }
 
