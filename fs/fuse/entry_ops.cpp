@@ -149,6 +149,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
     }
     // Never while the file is being sealed: new times or a new size in the
     // middle of its hash would fail the seal.
+    settle_seals(fs, {{inode->dev, inode->ino}});
     auto gate = fs.writers.hold(inode->dev, inode->ino);
     inode->changed_here();  // a size or times set here: the kernel's pages stay right
     if (Status s = change_attributes(*fs.store, *inode, held.handle.get(), *attr, to_set); !s)
@@ -201,6 +202,7 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* n
     if (!inode) return;
     InodeRef dir = inode_or_reply(req, newparent);
     if (!dir) return;
+    settle_seals(fs, {{inode->dev, inode->ino}});
     auto gate = fs.writers.hold(inode->dev, inode->ino);  // a link publishes what a seal settles
     const auto seen = inode->last_seen();
     auto found = fs.store->link(inode->path_fd()->get(), dir->path_fd()->get(), newname, seen.hint());
@@ -215,7 +217,9 @@ void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     if (!dir) return;
     Filesystem& fs = fs_of(req);
     const auto dfd = dir->path_fd();
-    auto gate = fs.writers.hold({key_of(*fs.store, dfd->get(), name)});
+    const WriterTracking::Key removed = key_of(*fs.store, dfd->get(), name);
+    settle_seals(fs, {removed});
+    auto gate = fs.writers.hold({removed});
     fuse_reply_err(req, fs.store->unlink(dfd->get(), name).code());
   });
 }
@@ -242,6 +246,7 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
     // replace it) only once its seal has settled.
     const WriterTracking::Key moved = key_of(*fs.store, sfd->get(), name);
     const WriterTracking::Key swapped = key_of(*fs.store, dfd->get(), newname);
+    settle_seals(fs, {moved, swapped});
     auto gate = fs.writers.hold({moved, swapped});
     const Status renamed = fs.store->rename(sfd->get(), name, dfd->get(), newname, flags);
     if (renamed) {

@@ -226,12 +226,48 @@ Result<UniqueFd> open_tracked(Filesystem& fs, const Inode& inode, int flags, boo
     if (tracked) {
       gate = fs.writers.hold(inode.dev, inode.ino);
       fs.writers.opened(inode.dev, inode.ino);
+      take_over_seal(fs, inode.dev, inode.ino);
     }
     fd = fs.store->open_file(inode.path_fd()->get(), flags, inode.last_seen().hint());
   }
   if (!fd && tracked) fs.writers.cancelled(inode.dev, inode.ino);
   return fd;
 }
+
+void take_over_seal(Filesystem& fs, dev_t dev, ino_t ino) {
+  if (fs.deferred.cancel({dev, ino})) fs.writers.resumed(dev, ino);
+}
+
+void settle_seals(Filesystem& fs, const std::vector<WriterTracking::Key>& keys) {
+  for (const auto& key : keys)
+    if (key != WriterTracking::Key{0, 0}) fs.deferred.run_now(key);
+}
+
+namespace {
+
+// A seal after a last close that may wait (DeferredSeals): the file is
+// large enough for its hash to cost, and the seal thread runs.
+bool seal_later(Filesystem& fs, FileHandle& handle, const std::shared_ptr<const UniqueFd>& pfd,
+                const Inode::SeenAt& seen) {
+  auto st = fs.store->attributes(pfd->get());
+  // Above the profile's cap the seal fails at once (EFBIG, the file hidden):
+  // nothing to wait for.
+  if (!st || !S_ISREG(st->st_mode) || st->st_size < DeferredSeals::kMinBytes ||
+      static_cast<std::uint64_t>(st->st_size) > fs.store->profile().max_file_size)
+    return false;
+  const InodeRef inode = handle.inode;
+  return fs.deferred.post({inode->dev, inode->ino}, [&fs, inode, pfd, seen] {
+    Status status;
+    {
+      WriterTracking::Hold gate = fs.writers.hold(inode->dev, inode->ino);
+      status = fs.store->seal(pfd->get(), seen.hint());
+      fs.writers.finished(inode->dev, inode->ino);
+    }
+    if (!status) syslog(LOG_WARNING, "sealfs: seal after last close: %s", status.error().message.c_str());
+  });
+}
+
+}  // namespace
 
 void finish_handle(Filesystem& fs, FileHandle& handle) {
   handle.fd.reset();
@@ -241,6 +277,11 @@ void finish_handle(Filesystem& fs, FileHandle& handle) {
                       handle.closed_normally.load()};
   const auto last = fs.writers.released(inode->dev, inode->ino, end);
   if (!last) return;
+  if (*last == LastClose::seal) {
+    const auto pfd = handle.opened_as ? handle.opened_as : inode->path_fd();
+    const auto seen = handle.opened_as ? handle.opened_at : inode->last_seen();
+    if (seal_later(fs, handle, pfd, seen)) return;
+  }
   Status status;
   {
     // The file stops being in progress before its gate opens: a rename or

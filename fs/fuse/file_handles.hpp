@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <shared_mutex>
+#include <vector>
 
 #include "core/base/result.hpp"
 #include "core/base/unique_fd.hpp"
@@ -67,6 +68,13 @@ void refuse_unseen_writer(fuse_req_t req, Filesystem& fs, pid_t tid);
 // is tracked (a seal still running from the last writer's close finishes
 // first).
 Result<UniqueFd> open_tracked(Filesystem& fs, const Inode& inode, int flags, bool tracked);
+
+// R4's late seals (deferred_seals.hpp). take_over_seal: a new writer of the
+// file (counted by opened() already) takes over a seal that still waits.
+// settle_seals: a request that needs the seal's result (rename, link,
+// unlink, setattr) runs those of its files first, before it takes the gate.
+void take_over_seal(Filesystem& fs, dev_t dev, ino_t ino);
+void settle_seals(Filesystem& fs, const std::vector<WriterTracking::Key>& keys);
 
 // The end of a file handle: close it and, when it was the last write handle
 // of its file, seal it or abandon it (R4) while holding the file's gate.

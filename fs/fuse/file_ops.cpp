@@ -89,6 +89,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
       handle->opened_as = handle->inode->path_fd();
       handle->opened_at = handle->inode->last_seen();
       fs.writers.opened(handle->inode->dev, handle->inode->ino);
+      take_over_seal(fs, handle->inode->dev, handle->inode->ino);
     }
     fi->keep_cache = 0;
     if (fs.no_open) return reply_created_implicit(req, fs, e, fi, std::move(handle));

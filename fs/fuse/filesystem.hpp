@@ -17,6 +17,7 @@
 #include "core/base/unique_fd.hpp"
 #include "core/store/store.hpp"
 #include "core/verify/verifier.hpp"
+#include "fs/fuse/deferred_seals.hpp"
 #include "fs/fuse/handle_table.hpp"
 #include "fs/fuse/implicit_dirs.hpp"
 #include "fs/fuse/implicit_handles.hpp"
@@ -94,6 +95,7 @@ struct Filesystem {
   ImplicitHandles implicit;      // fh 0: the handles OPEN would have made (no_open)
   ImplicitDirs implicit_dirs;    // fh 0: the handles OPENDIR would have made (no_opendir)
   Reaper reaper;                 // ends implicit writers whose processes left without a FLUSH
+  DeferredSeals deferred;        // seals of large files, a moment after their last close (R4)
   double cache_timeout = 1.0;    // seconds, for sealed and verified objects
   bool chown_to_caller = false;  // running as root: created objects belong to the caller
   // OPEN is answered ENOSYS (-o no_open or ro, unless verify=always, which

@@ -34,6 +34,9 @@
 namespace sealfs::fuse {
 namespace {
 
+// How long after its last close a large file waits for its seal, so that a
+// writer that opens it again at once takes the seal over (deferred_seals.hpp).
+constexpr std::chrono::milliseconds kSealDelay{500};
 // Threads serving requests: enough for parallel hashing and blocking
 // publishes without letting a burst create hundreds.
 constexpr unsigned kMaxThreads = 32;
@@ -296,6 +299,7 @@ std::optional<int> serve(Filesystem& fs, fuse_session* se, bool foreground, cons
   fs.invalidator.start(se);
   fs.pusher.start(se);
   fs.reaper.start([&fs](fuse_ino_t ino) { end_orphaned_writer(fs, ino); });
+  fs.deferred.start(kSealDelay);
   // Declared after `mounted`: its last write (the final counters) comes
   // after the loop has ended and before the unmount.
   std::optional<MetricsFile> metrics_file;
@@ -304,6 +308,7 @@ std::optional<int> serve(Filesystem& fs, fuse_session* se, bool foreground, cons
                          [&fs] { return prometheus_text(fs.store->status(), fs.mountpoint); });
   std::unique_ptr<fuse_loop_config, LoopConfigDeleter> config(fuse_loop_cfg_create());
   if (!config) {
+    fs.deferred.stop();
     fs.reaper.stop();
     fs.pusher.stop();
     fs.invalidator.stop();
@@ -336,7 +341,9 @@ int run_mount(const cli::MountOptions& options, std::ostream& err) {
   if (!rc) return 1;
   // Unmounted first (serve's MountGuard): a notification waiting on a
   // directory lock in the kernel then ends at once instead of holding up the
-  // exit. The session must outlive the notifications in flight.
+  // exit. The session must outlive the notifications in flight. The seals
+  // still waiting run first: a file closed normally is sealed before exit.
+  fs.deferred.stop();
   fs.reaper.stop();
   fs.pusher.stop();
   fs.invalidator.stop();

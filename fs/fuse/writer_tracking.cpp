@@ -267,6 +267,14 @@ void WriterTracking::finished(dev_t dev, ino_t ino) {
   if (it->second.writers == 0 && it->second.sealing == 0) files_.erase(it);
 }
 
+void WriterTracking::resumed(dev_t dev, ino_t ino) {
+  std::lock_guard lock(mu_);
+  auto it = files_.find({dev, ino});
+  if (it == files_.end()) return;
+  if (it->second.sealing > 0) --it->second.sealing;
+  it->second.changed = true;
+}
+
 void WriterTracking::cancelled(dev_t dev, ino_t ino) {
   std::lock_guard lock(mu_);
   auto it = files_.find({dev, ino});

@@ -110,6 +110,11 @@ class WriterTracking {
   // the file stays in progress until finished() is called.
   std::optional<LastClose> released(dev_t dev, ino_t ino, HandleEnd end);
   void finished(dev_t dev, ino_t ino);
+  // A seal that waited (DeferredSeals) was taken over by a new writer
+  // (already counted by opened()): finished() without it, and the file still
+  // counts as changed, so that the new writer's last close seals it even if
+  // that writer changes nothing.
+  void resumed(dev_t dev, ino_t ino);
   // An opened() whose open then failed: forget it without sealing anything.
   void cancelled(dev_t dev, ino_t ino);
 
