@@ -205,6 +205,35 @@ TEST_F(LinksTest, TheOtherNamesValidatorsStillDecide) {
   EXPECT_EQ(lookup_errno("f"), ENOENT);
 }
 
+// The daemon holds one descriptor per inode, opened through the first name
+// it saw; once that name is unlinked, /proc calls it "<path> (deleted)". A
+// seal, a truncate or a link through the inode then finds its other name in
+// the same directory instead of failing (EBUSY, ENOENT).
+TEST_F(LinksTest, AnInodeWhoseFirstNameWasUnlinkedIsPlacedByItsOtherName) {
+  write_through("f", "first");
+  link("f", "g");
+  UniqueFd held(::open(B("f").c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  ASSERT_TRUE(held);
+  UniqueFd root = dir("");
+  ASSERT_TRUE(store().unlink(root.get(), "f").ok());
+  write_file(B("g"), "first and more");
+  Status sealed = store().seal(held.get());
+  ASSERT_TRUE(sealed.ok()) << sealed.error().message;
+  EXPECT_EQ(recorded_size("", ".sealfs-manifest.g", "g"), 14u);
+  ASSERT_TRUE(store().truncate(held.get(), 5).ok());
+  EXPECT_EQ(read_visible("g"), "first");
+  auto l = store().link(held.get(), root.get(), "h");
+  ASSERT_TRUE(l.ok()) << l.error().message;
+  EXPECT_EQ(read_visible("h"), "first");
+  // A name that really ends in " (deleted)" is itself.
+  write_through("x (deleted)", "odd name");
+  UniqueFd odd(::open(B("x (deleted)").c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  write_file(B("x (deleted)"), "odd name, again");
+  ASSERT_TRUE(store().seal(odd.get()).ok());
+  EXPECT_EQ(read_visible("x (deleted)"), "odd name, again");
+  EXPECT_EQ(quarantine_slots(), 0u);
+}
+
 class SignedLinksTest : public LinksTest {
  public:
   void SetUp() override {
