@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -203,6 +204,40 @@ TEST_F(LinksTest, TheOtherNamesValidatorsStillDecide) {
   UniqueFd g(::open(B("g").c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
   EXPECT_EQ(store().seal(g.get()).code(), EBADMSG);
   EXPECT_EQ(lookup_errno("f"), ENOENT);
+}
+
+// R2: bringing a record up to date stopped by a lack of descriptors is no
+// verdict. Whatever number of descriptors is left, the lookup either brings
+// f up to date or answers the error; f is never quarantined.
+TEST_F(LinksTest, OutOfDescriptorsWhileBringingUpToDateIsAnErrorNotDamage) {
+  struct rlimit old {};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  for (int spare = 0; spare < 8; ++spare) {
+    const std::string f = "f" + std::to_string(spare), g = "g" + std::to_string(spare);
+    write_through(f, "a");
+    link(f, g);
+    write_through(g, "ab");
+    UniqueFd root = dir("");
+    std::vector<UniqueFd> filler;
+    int answer = 0;
+    {
+      struct rlimit low = old;
+      low.rlim_cur = 256;
+      ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+      for (;;) {  // take every descriptor left
+        UniqueFd fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+        if (!fd) break;
+        filler.push_back(std::move(fd));
+      }
+      filler.resize(filler.size() > static_cast<std::size_t>(spare) ? filler.size() - spare : 0);
+      answer = store().lookup(root.get(), f).code();
+      filler.clear();
+      ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
+    }
+    EXPECT_TRUE(answer == 0 || answer == EMFILE) << spare << ": " << answer;
+    EXPECT_EQ(quarantine_slots(), 0u) << spare;
+    EXPECT_EQ(read_visible(f), "ab") << spare;
+  }
 }
 
 // The daemon holds one descriptor per inode, opened through the first name
