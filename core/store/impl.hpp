@@ -6,6 +6,7 @@
 //   Judge         the visibility verdict on a name (no side effects)
 //   Consequences  what follows from a verdict: quarantine, invalidation
 //   Records       file records and manifest edits (and the seal of one file)
+//   LinkRecords   records of hard-linked inodes, for their other names (links.hpp)
 //   ListingMemory what each directory's previous listing showed
 //
 // Locks (none is ever held while on_invalidate runs, and none while hashing
@@ -15,6 +16,8 @@
 //   - Quarantine::mu_           quarantine slots and bounds
 //   - Records::manifest_lock    one stripe per directory holding a manifest
 //                               (records.hpp)
+//   - LinkRecords::lock_of      one stripe per inode record (links.hpp); never
+//                               held with a manifest lock
 //   - ListingMemory::mu_        the previous listings
 #pragma once
 
@@ -25,6 +28,7 @@
 
 #include "core/store/consequences.hpp"
 #include "core/store/judge.hpp"
+#include "core/store/links.hpp"
 #include "core/store/listing.hpp"
 #include "core/store/place.hpp"
 #include "core/store/policy.hpp"
@@ -51,9 +55,10 @@ struct Store::Impl {
   EntryVerifier entries;
   Quarantine quarantine;
   Locator places;
+  Records records;
+  LinkRecords links;
   Judge judge;
   Consequences consequences;
-  Records records;
   ListingMemory listings;
 };
 

@@ -83,8 +83,10 @@ Result<Judgement> Judge::judge_dir(const DirContext& ctx, int dir_fd, std::strin
   if (!m || !S_ISREG(m->st_mode))
     return shown(std::move(j), ctx.entry ? ObjectKind::dir_in_entry : ObjectKind::container);
   const Stamp manifest_now = Stamp::of(*m);
-  auto v =
-      entries_.check(dir_entry_location(child->get(), j.st, ctx.child_rel(name)), depth, {}, &manifest_now);
+  auto checked =
+      check_entry(dir_entry_location(child->get(), j.st, ctx.child_rel(name)), depth, {}, &manifest_now);
+  if (!checked) return checked.error();
+  const auto& v = *checked;
   if (v->unknown) return make_error(EAGAIN, std::string(name) + ": not verified yet");
   if (v->error) return make_error(v->error, std::string(name) + ": " + v->reason);
   if (v->valid) return shown(std::move(j), ObjectKind::entry_root);
@@ -97,7 +99,11 @@ Result<Judgement> Judge::judge_in_entry(const DirContext& ctx, int dir_fd, std::
   const mode_t type = j.st.st_mode & S_IFMT;
   auto where = dir_entry_location(*ctx.entry);
   std::shared_ptr<const EntryVerdict> checked;
-  if (known == nullptr) checked = entries_.check(where, depth);
+  if (known == nullptr) {
+    auto c = check_entry(where, depth);
+    if (!c) return c.error();
+    checked = std::move(*c);
+  }
   const EntryVerdict* v = known != nullptr ? known : checked.get();
   if (v->unknown) return make_error(EAGAIN, std::string(name) + ": entry not verified yet");
   // Written through M right now: visible whatever a check of it says (R4).
@@ -125,13 +131,50 @@ Result<Judgement> Judge::judge_file_entry(const DirContext& ctx, int dir_fd, std
   if (!stat_at(dir_fd, sidecar))
     return hidden(std::move(j), HideReason::foreign, "foreign: no manifest covers it");
   auto where = file_entry_location(dir_fd, name, j.st, ctx.rel);
-  auto v = entries_.check(where, depth);
+  auto checked = check_entry(where, depth);
+  if (!checked) return checked.error();
+  const auto& v = *checked;
   if (v->unknown) return make_error(EAGAIN, std::string(name) + ": not verified yet");
   note_manifest(j, std::move(where), std::string(name), *v);
   j.companions.push_back(sidecar);
   if (v->valid) return shown(std::move(j), ObjectKind::sealed_file);
   if (v->error) return make_error(v->error, std::string(name) + ": " + v->reason);
   return condemned(std::move(j), Verdict::invalid_self, *v);
+}
+
+Result<std::shared_ptr<const EntryVerdict>> Judge::check_entry(const EntryLocation& where, VerifyDepth depth,
+                                                               const ForceHash& force,
+                                                               const Stamp* manifest_now,
+                                                               bool* provisional) const {
+  auto v = entries_.check(where, depth, force, manifest_now);
+  // Only content can be a hard link's stale record: a size or digest that a
+  // seal through another name changed.
+  const bool on_content = v->cause == HideReason::size || v->cause == HideReason::digest;
+  if (v->valid || !v->manifest || v->foreign || v->error || v->unknown || v->transient || !on_content)
+    return v;
+  // readdirplus hashes nothing: a name that may only need its record brought
+  // up to date is left to the lookup that follows.
+  const bool hash = depth != VerifyDepth::stat_only && depth != VerifyDepth::cached_only;
+  auto r = links_.refresh(where, *v->manifest, hash);
+  if (!r) return r.error();
+  switch (*r) {
+    case LinkRefresh::none:
+      return v;
+    case LinkRefresh::refreshed:
+      return entries_.check(where, depth, force);
+    case LinkRefresh::plausible: {
+      auto shown = std::make_shared<EntryVerdict>(*v);
+      if (depth == VerifyDepth::cached_only) {
+        shown->unknown = true;
+      } else {
+        shown->valid = true;
+        shown->reason.clear();
+      }
+      if (provisional != nullptr) *provisional = true;
+      return std::shared_ptr<const EntryVerdict>(std::move(shown));
+    }
+  }
+  return v;
 }
 
 Result<Judgement> Judge::judge_settled(const DirContext& ctx, int dir_fd, std::string_view name,

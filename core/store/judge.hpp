@@ -2,6 +2,9 @@
 // directory. The judge only reads (and may hash, as deep as asked): it never
 // quarantines, moves or invalidates anything. Acting on its verdicts is
 // consequences.hpp's job; lookup, list, open and every transaction ask it.
+// Its one write: a hard link's record brought up to date from its inode's
+// (links.hpp), which is no verdict but what a seal through another name of
+// the same file would have written.
 #pragma once
 
 #include <sys/stat.h>
@@ -15,6 +18,7 @@
 #include "core/base/result.hpp"
 #include "core/manifest/profile.hpp"
 #include "core/store/dir_context.hpp"
+#include "core/store/links.hpp"
 #include "core/store/policy.hpp"
 #include "core/store/store.hpp"
 #include "core/verify/entry.hpp"
@@ -58,9 +62,9 @@ struct Judgement {
 
 class Judge {
  public:
-  // All three must outlive the judge (they live in Store::Impl).
-  Judge(const Profile& profile, EntryVerifier& entries, const Policy& policy)
-      : profile_(profile), entries_(entries), policy_(policy) {}
+  // All of them must outlive the judge (they live in Store::Impl).
+  Judge(const Profile& profile, EntryVerifier& entries, const Policy& policy, const LinkRecords& links)
+      : profile_(profile), entries_(entries), policy_(policy), links_(links) {}
 
   // The verdict on ctx's directory dir_fd / name, verifying as deep as depth
   // allows (EAGAIN when cached_only finds no fresh verdict). Errors that are
@@ -73,6 +77,16 @@ class Judge {
   // changed while it was judged (a concurrent publish); bounded retries.
   Result<Judgement> judge_settled(const DirContext& ctx, int dir_fd, std::string_view name,
                                   VerifyDepth depth) const;
+  // EntryVerifier::check, and when the verdict fails on content, the records
+  // of listed hard-linked files brought up to date from their inodes' first
+  // (links.hpp) and the entry checked again. At stat level nothing is hashed
+  // or written: a verdict that would hold with the inodes' records is valid
+  // there, *provisional set (a listing must not keep it). Errors are no
+  // verdict (R2).
+  Result<std::shared_ptr<const EntryVerdict>> check_entry(const EntryLocation& where, VerifyDepth depth,
+                                                          const ForceHash& force = {},
+                                                          const Stamp* manifest_now = nullptr,
+                                                          bool* provisional = nullptr) const;
 
  private:
   Result<Judgement> judge_dir(const DirContext& ctx, int dir_fd, std::string_view name, Judgement j,
@@ -85,6 +99,7 @@ class Judge {
   const Profile& profile_;
   EntryVerifier& entries_;
   const Policy& policy_;
+  const LinkRecords& links_;
 };
 
 }  // namespace sealfs

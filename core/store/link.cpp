@@ -42,8 +42,9 @@ Status link_at(const Placed& src, int dst_dir_fd, const std::string& dn, const s
 // The sealed link: its record written where the destination's entry keeps
 // it, around the link itself. Hard links are one inode under two names,
 // each covered by its own manifest; a later in-place rewrite through one
-// name re-seals that name only, and the other name's manifest then fails to
-// verify and is quarantined (as R8 says for rewrites of published files).
+// name re-seals that name and records the inode (links.hpp), and the other
+// names' records are brought up to date from that at their next look (R4:
+// every name stays visible and verified whichever name it is written through).
 Status sealed_link(Store::Impl& s, const Placed& src, const DirContext& dctx, int dst_dir_fd,
                    const std::string& dn) {
   const std::string dst_rel = dctx.child_rel(dn);

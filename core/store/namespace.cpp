@@ -172,6 +172,8 @@ Status Store::unlink(int dir_fd, std::string_view name) {
       return errno_error("unlink sidecar of " + ctx->child_rel(name));
   }
   s.entries.forget(j->st.st_dev, j->st.st_ino);
+  // Its last name: no other is left for its inode's record to bring up to date.
+  if (j->st.st_nlink == 1) s.links.forget(j->st);
   return {};
 }
 

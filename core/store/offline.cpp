@@ -105,7 +105,17 @@ struct FsckWalk {
   bool verify_entry(const EntryLocation& where, int parent_fd, std::string_view name, const struct stat& st,
                     const std::string& rel, std::vector<std::string> companions) {
     ++report.entries;
-    auto v = s.entries.check(where, VerifyDepth::fresh, ForceHash::every_file());
+    // A repair brings hard links' records up to date first (links.hpp): a
+    // name written through another is no damage.
+    auto checked = repair ? s.judge.check_entry(where, VerifyDepth::fresh, ForceHash::every_file())
+                          : Result<std::shared_ptr<const EntryVerdict>>(
+                                s.entries.check(where, VerifyDepth::fresh, ForceHash::every_file()));
+    if (!checked) {
+      ++report.unchecked;
+      problem(rel, "not checked: " + checked.error().message);
+      return false;
+    }
+    const auto& v = *checked;
     if (v->valid) {
       ++report.valid;
       return true;

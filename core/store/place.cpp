@@ -3,8 +3,10 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <optional>
 
 #include "core/layout/names.hpp"
@@ -20,10 +22,43 @@ Locator::Locator(int root_fd, std::string root_path, const struct stat& root_st,
       profile_(profile),
       contexts_(context_ttl) {}
 
+// The kernel names an object by the name it was opened through; once that
+// name is unlinked, /proc reads "<path> (deleted)" (fd_path: ESTALE), although
+// a hard-linked file still has other names. One in the same directory (the
+// usual `ln f g; rm f`) is found by its inode number; elsewhere, none is.
+Result<std::string> Locator::other_name_of(int fd) const {
+  constexpr std::string_view kDeleted = " (deleted)";
+  std::string path(PATH_MAX + 1, '\0');
+  const std::string link = "/proc/self/fd/" + std::to_string(fd);
+  const ssize_t n = ::readlink(link.c_str(), path.data(), path.size());
+  if (n < 0) return errno_error("readlink " + link);
+  if (static_cast<std::size_t>(n) >= path.size()) return make_error(ENAMETOOLONG, "path of fd too long");
+  path.resize(static_cast<std::size_t>(n));
+  const Error stale = make_error(ESTALE, "object was deleted: " + path);
+  auto st = stat_fd(fd);
+  if (!st) return st.error();
+  if (!S_ISREG(st->st_mode) || st->st_nlink == 0 || !path.ends_with(kDeleted)) return stale;
+  path.resize(path.size() - kDeleted.size());
+  auto rel = rel_below(root_path_, path);
+  if (!rel) return stale;
+  auto [parent_rel, name] = split_parent(*rel);
+  auto parent = open_beneath(root_fd_, parent_rel, O_PATH | O_DIRECTORY);
+  if (!parent) return stale;
+  auto children = read_dir(parent->get());
+  if (!children) return children.error();
+  for (const auto& c : *children) {
+    if (c.ino != st->st_ino || is_reserved_name(c.name)) continue;
+    if (auto now = stat_at(parent->get(), c.name); now && same_object(*now, *st))
+      return join_rel(parent_rel, c.name);
+  }
+  return stale;
+}
+
 Result<std::string> Locator::rel_of(int fd, PlaceHint hint) const {
   auto rel = [&]() -> Result<std::string> {
     auto path = fd_path(fd);
     if (path) return rel_below(root_path_, *path);
+    if (path.code() == ESTALE) return other_name_of(fd);
     if (path.code() != ENAMETOOLONG) return path.error();
     return rel_beyond_path_max(fd, hint);
   }();

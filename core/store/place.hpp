@@ -37,7 +37,8 @@ class Locator {
           std::chrono::nanoseconds context_ttl);
 
   // fd's path below the root, from /proc; beyond PATH_MAX by climbing (a
-  // directory) or from hint (a file). ENOENT inside B/.sealfs.
+  // directory) or from hint (a file); for a file whose name /proc gives was
+  // unlinked, another of its names in that directory. ENOENT inside B/.sealfs.
   Result<std::string> rel_of(int fd, PlaceHint hint = {}) const;
   Result<DirContext> context_of(int dir_fd) const;
   // Opens the parent directory of the object behind path_fd and gives its
@@ -58,6 +59,9 @@ class Locator {
 
  private:
   Result<std::string> rel_beyond_path_max(int fd, PlaceHint hint) const;
+  // For a file whose name /proc gives was unlinked: another of its names in
+  // that directory, or ESTALE.
+  Result<std::string> other_name_of(int fd) const;
   // The walk context_of does from the root along ctx.rel; the directory reached.
   Result<UniqueFd> walk_context(DirContext& ctx) const;
   // place() through a stored context of the parent, when one still holds it.

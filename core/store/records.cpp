@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <functional>
 #include <future>
 #include <new>
@@ -19,6 +20,7 @@
 #include "core/manifest/manifest_file.hpp"
 #include "core/manifest/manifest_mac.hpp"
 #include "core/store/impl.hpp"
+#include "core/store/links.hpp"
 #include "core/store/publish.hpp"
 
 namespace sealfs {
@@ -409,7 +411,8 @@ Status Records::list_record(const EntryRoot& entry, std::string_view key, const 
       false);
 }
 
-Status Records::seal_at(const DirContext& ctx, int dir_fd, std::string_view name, bool sync_data) const {
+Status Records::seal_at(const DirContext& ctx, int dir_fd, std::string_view name, bool sync_data,
+                        const LinkRecords* links) const {
   const std::string rel = ctx.child_rel(name);
   if (profile_.is_volatile(rel)) return {};
   RecordOptions how;
@@ -422,6 +425,14 @@ Status Records::seal_at(const DirContext& ctx, int dir_fd, std::string_view name
   auto rec = make_record(dir_fd, name, how, &extras);
   if (!rec) return rec.error();
   if (auto crash = policy_.step(seal_steps::kDigested)) return *crash;
+  if (links != nullptr && !rec->symlink) {
+    // Before this name's record: a crash in between leaves this name stale
+    // but its inode's record saying what it holds, so it is brought up to
+    // date like any other name. A failure here costs the other names only.
+    if (Status noted = links->note_sealed(dir_fd, name, *rec); !noted)
+      std::fprintf(stderr, "sealfs: cannot record the inode of %s for its other names: %s\n", rel.c_str(),
+                   noted.error().message.c_str());
+  }
   if (ctx.entry) {
     if (Status s = list_record(*ctx.entry, how.key, *rec, extras); !s) return s;
   } else {

@@ -27,6 +27,8 @@
 
 namespace sealfs {
 
+class LinkRecords;
+
 // How make_record records a file.
 struct RecordOptions {
   bool sync_data = false;
@@ -112,8 +114,11 @@ class Records {
 
   // Shared by seal(), mknod() and symlink(): records dir_fd/name (regular file
   // or symlink) where it now lies (amend the entry or write the sidecar).
+  // links: where set, the inode's record is noted first (links.hpp), so
+  // that the other names of a hard-linked file follow this one.
   // Crash points: digested, manifest_written (seal_steps).
-  Status seal_at(const DirContext& ctx, int dir_fd, std::string_view name, bool sync_data) const;
+  Status seal_at(const DirContext& ctx, int dir_fd, std::string_view name, bool sync_data,
+                 const LinkRecords* links = nullptr) const;
 
  private:
   Result<FileRecord> symlink_record(int dir_fd, std::string_view name, const RecordOptions& how) const;

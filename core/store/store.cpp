@@ -149,11 +149,13 @@ Result<UniqueFd> open_replaced(EntryVerifier& entries, int path_fd, int flags, c
 // file's stamp is not the one the verdict saw. Damage found turns the verdict
 // invalid, as the judge would have said.
 Status recheck_opened(Store::Impl& s, Judgement& j, const struct stat& st, const std::string& rel) {
-  std::shared_ptr<const EntryVerdict> v;
+  Result<std::shared_ptr<const EntryVerdict>> checked = std::shared_ptr<const EntryVerdict>();
   if (s.options.verify == VerifyMode::always)
-    v = s.entries.check(*j.where, VerifyDepth::fresh, ForceHash::only(j.key));
+    checked = s.judge.check_entry(*j.where, VerifyDepth::fresh, ForceHash::only(j.key));
   else if (!j.seen || !(*j.seen == Stamp::of(st)))
-    v = s.entries.check(*j.where, VerifyDepth::fresh);
+    checked = s.judge.check_entry(*j.where, VerifyDepth::fresh);
+  if (!checked) return checked.error();
+  const auto& v = *checked;
   if (!v || v->valid) return {};
   if (v->error) return make_error(v->error, rel + ": " + v->reason);  // no verdict: say why
   if (v->foreign) return make_error(ENOENT, rel + ": " + v->reason);  // hidden, left in place (R3)
@@ -203,9 +205,10 @@ Store::Impl::Impl(UniqueFd root, std::string root_path, const struct stat& root_
       entries(verifier, options.verdict_ttl, 1u << 13, &profile),
       quarantine(root_fd.get(), options.quarantine_max_objects, options.quarantine_max_bytes, metrics),
       places(root_fd.get(), std::move(root_path), root_st, profile, options.verdict_ttl),
-      judge(profile, entries, policy),
-      consequences(root_fd.get(), judge, places, entries, quarantine, options.on_invalidate),
-      records(profile, options.validators, policy, metrics, verifier, options.keys.get()) {
+      records(profile, options.validators, policy, metrics, verifier, options.keys.get()),
+      links(root_fd.get(), root_st.st_dev, policy, verifier, records, options.keys.get()),
+      judge(profile, entries, policy, links),
+      consequences(root_fd.get(), judge, places, entries, quarantine, options.on_invalidate) {
   entries.set_max_hashed_size(profile.max_file_size);
   entries.set_in_progress([this](const struct stat& st) { return policy.in_progress(st); });
   entries.set_keys(options.keys);
@@ -284,9 +287,16 @@ Result<Listing> Store::list(int dir_fd) {
   Listing out;
   // The enclosing entry is checked once here, not once per name.
   std::shared_ptr<const EntryVerdict> entry;
-  if (ctx->entry) entry = s.entries.check(dir_entry_location(*ctx->entry), VerifyDepth::stat_only);
+  bool provisional = false;  // valid only once hard links' records are brought up to date: not kept
+  if (ctx->entry) {
+    auto checked = s.judge.check_entry(dir_entry_location(*ctx->entry), VerifyDepth::stat_only, {}, nullptr,
+                                       &provisional);
+    if (!checked) return checked.error();
+    entry = std::move(*checked);
+  }
   std::optional<ListingBasis> basis;
-  if (entry && entry->valid) basis = ListingBasis{Stamp::of(ctx->st), ctx->rel, entry, ctx->sub.empty()};
+  if (entry && entry->valid && !provisional)
+    basis = ListingBasis{Stamp::of(ctx->st), ctx->rel, entry, ctx->sub.empty()};
   if (basis && s.listings.repeat(ctx->st.st_dev, ctx->st.st_ino, *basis, out)) return out;
   // A directory of an entry known (or seen at stat level) to be invalid
   // shows nothing; the next lookup quarantines the entry.

@@ -204,5 +204,112 @@ TEST(InPlaceEntry, RewritingAListedFileKeepsItsEntryVisibleUntilItsSeal) {
   EXPECT_EQ(quarantined_files(mount), std::vector<std::string>{});
 }
 
+// R4: every name of a hard-linked file stays visible and verified whichever
+// name it is written through (issue 23): the names' records are each their
+// own, so a seal through one name leaves the others' stale until a look at
+// them brings them up to date from the inode's record (core/store/links.hpp).
+class InPlaceLinks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SEALFS_REQUIRE_FUSE();
+    make_dirs(backing());
+    remount();
+  }
+  std::string backing() const { return dir_ / "B"; }
+  void remount(const std::string& options = "") {
+    if (mount_) {
+      ASSERT_EQ(mount_->unmount(), 0) << mount_->log();
+    }
+    mount_.reset();
+    mount_ = std::make_unique<Mount>(
+        (options.empty() ? MountConfig{} : MountConfig::with({options})).backed_by(backing()));
+    ASSERT_TRUE(mount_->ok()) << mount_->error();
+  }
+  // A shell line run with M as its working directory: its stdout, or why not.
+  std::string sh(const std::string& line) const {
+    ProcessResult r = run_process({"/bin/sh", "-c", "cd '" + mount_->mountpoint() + "' && " + line});
+    return r.status == 0 ? r.out : "exit " + std::to_string(r.status) + ": " + r.err;
+  }
+  std::string m(const std::string& rel) const { return mount_->m(rel); }
+
+  TempDir dir_{"sealfs-inplace-links"};
+  std::unique_ptr<Mount> mount_;
+};
+
+TEST_F(InPlaceLinks, AWriteThroughOneNameKeepsTheOtherVisibleAlsoAfterARemount) {
+  // The issue's own sequence.
+  EXPECT_EQ(sh("echo a > f; ln f g; echo bb >> g; sleep 1.5; cat f"), "a\nbb\n");
+  EXPECT_EQ(read_file(m("g")), "a\nbb\n");
+  EXPECT_EQ(list_dir(mount_->mountpoint()), (std::set<std::string>{".", "..", "f", "g"}));
+  // Through the other name again, then a third name, and every name follows.
+  EXPECT_EQ(sh("echo ccc >> f; ln g h; echo d >> h; cat f g h"),
+            "a\nbb\nccc\nd\na\nbb\nccc\nd\na\nbb\nccc\nd\n");
+  EXPECT_EQ(quarantined_files(*mount_), std::vector<std::string>{});
+  remount();
+  EXPECT_EQ(read_file(m("f")), "a\nbb\nccc\nd\n");
+  EXPECT_EQ(read_file(m("g")), "a\nbb\nccc\nd\n");
+  EXPECT_EQ(read_file(m("h")), "a\nbb\nccc\nd\n");
+  EXPECT_EQ(quarantined_files(*mount_), std::vector<std::string>{});
+}
+
+TEST_F(InPlaceLinks, ANameNotLookedAtBeforeTheUnmountIsBroughtUpToDateAfterIt) {
+  EXPECT_EQ(sh("echo a > f; ln f g; echo bb >> g; cat g"), "a\nbb\n");
+  remount();  // f's record is still the old one in B
+  EXPECT_EQ(list_dir(mount_->mountpoint()), (std::set<std::string>{".", "..", "f", "g"}));
+  EXPECT_EQ(read_file(m("f")), "a\nbb\n");
+  EXPECT_EQ(read_file(m("g")), "a\nbb\n");
+  EXPECT_EQ(quarantined_files(*mount_), std::vector<std::string>{});
+}
+
+TEST_F(InPlaceLinks, ATruncateThroughOneNameKeepsTheOtherVisible) {
+  EXPECT_EQ(sh("echo 0123456789 > t; ln t u; truncate -s 4 u; sleep 1.5; cat t"), "0123");
+  EXPECT_EQ(sh(": > u; cat t; ls"), "t\nu\n");  // open(O_TRUNC) through u: both empty
+  EXPECT_EQ(read_file(m("t")), "");
+  remount();
+  EXPECT_EQ(read_file(m("t")), "");
+  EXPECT_EQ(read_file(m("u")), "");
+  EXPECT_EQ(quarantined_files(*mount_), std::vector<std::string>{});
+}
+
+TEST_F(InPlaceLinks, ALinkIntoADirectoryEntryKeepsTheEntryAndTheOtherNameVisible) {
+  // e is a directory entry (published by rename); x in the root is a file
+  // entry of its own, the same inode as e/data.bin.
+  EXPECT_EQ(sh("mkdir s && echo old > s/data.bin && echo other > s/other.bin && mv s e && ln e/data.bin x && "
+               "echo new >> x && sleep 1.5 && cat e/data.bin e/other.bin"),
+            "old\nnew\nother\n");
+  EXPECT_EQ(list_dir(m("e")), (std::set<std::string>{".", "..", "data.bin", "other.bin"}));
+  // And written through the entry's name, the file entry follows.
+  EXPECT_EQ(sh("echo more >> e/data.bin && sleep 1.5 && cat x"), "old\nnew\nmore\n");
+  remount();
+  EXPECT_EQ(read_file(m("e/data.bin")), "old\nnew\nmore\n");
+  EXPECT_EQ(read_file(m("x")), "old\nnew\nmore\n");
+  EXPECT_EQ(read_file(m("e/other.bin")), "other\n");
+  EXPECT_EQ(quarantined_files(*mount_), std::vector<std::string>{});
+}
+
+TEST_F(InPlaceLinks, WithAKeyEveryNameFollowsAndAPlantedInodeRecordShowsNothing) {
+  const std::string keys = dir_ / "keys";
+  write_file(keys, "a " + std::string(64, '1') + "\n", 0600);
+  ::chmod(keys.c_str(), 0600);
+  remount("key_file=" + keys);
+  EXPECT_EQ(sh("echo a > f; ln f g; echo bb >> g; sleep 1.5; cat f"), "a\nbb\n");
+  remount("key_file=" + keys);
+  EXPECT_EQ(read_file(m("f")), "a\nbb\n");
+  // Behind the mount: new content, and an unsigned record of the inode
+  // vouching for it. Neither name shows it.
+  EXPECT_EQ(sh("echo p > p; ln p q; echo ok >> q; cat p"), "p\nok\n");
+  struct stat st {};
+  ASSERT_EQ(::stat(mount_->b("p").c_str(), &st), 0);
+  write_file(mount_->b("p"), "planted\n");
+  const std::string record = mount_->b(".sealfs/links/" + std::to_string(st.st_ino));
+  write_file(record, "{\"files\":{\"" + std::to_string(st.st_ino) + "\":{\"sha256\":\"" +
+                         to_hex(sha256_of("planted\n")) + "\",\"size\":8}},\"sealfs\":1}");
+  ::usleep(1100 * 1000);
+  remount("key_file=" + keys);
+  EXPECT_EQ(lstat_errno(m("p")), ENOENT);
+  EXPECT_EQ(lstat_errno(m("q")), ENOENT);
+  EXPECT_EQ(read_file(m("f")), "a\nbb\n");
+}
+
 }  // namespace
 }  // namespace sealfs::test
