@@ -306,6 +306,8 @@ Result<UniqueFd> Store::open_file(int path_fd, int flags, PlaceHint hint) {
   // network one (GlusterFS) a file another host replaced can.
   if (!st) return gone_or(st.error());
   // A read of a sealed file: check that it still is what was verified.
+  // -o noatime: reads through M leave B's access times too (issue 23 point 6).
+  if (impl_->options.noatime && (flags & O_ACCMODE) == O_RDONLY) flags |= O_NOATIME;
   if (S_ISREG(st->st_mode) && (flags & O_ACCMODE) == O_RDONLY)
     return open_for_reading(*impl_, path_fd, flags, *st, hint);
   return reopen_fd(path_fd, flags, &*st);

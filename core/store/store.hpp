@@ -108,6 +108,10 @@ struct StoreOptions {
   // How long a verified entry's verdict is trusted before its stamps are
   // checked again (the mount's cache_timeout, R9).
   std::chrono::nanoseconds verdict_ttl = std::chrono::seconds(1);
+  // -o noatime: files opened for reading through M are opened O_NOATIME
+  // (where permitted), so reads through M leave B's access times as well.
+  // The store's own reads (digests, manifests) always do.
+  bool noatime = false;
   std::uint64_t quarantine_max_objects = 1000;  // oldest removed first beyond these
   std::uint64_t quarantine_max_bytes = 1ull << 30;
   ValidatorRegistry validators = default_validators();
