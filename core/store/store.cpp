@@ -198,7 +198,7 @@ Store::Impl::Impl(UniqueFd root, std::string root_path, const struct stat& root_
       root_st(root_stat),
       profile(std::move(store_profile)),
       options(std::move(store_options)),
-      policy(options),
+      policy(options, pending),
       verifier(metrics),
       entries(verifier, options.verdict_ttl, 1u << 13, &profile),
       quarantine(root_fd.get(), options.quarantine_max_objects, options.quarantine_max_bytes, metrics),
@@ -242,6 +242,8 @@ Result<std::unique_ptr<Store>> Store::open_backing(const std::string& backing_pa
     }
     auto impl = std::make_unique<Impl>(std::move(root), std::move(*path), *st, std::move(profile),
                                        std::move(options));
+    // Made while there is space, for a quarantine on a full B (R4).
+    impl->quarantine.replenish_spares();
     return std::make_unique<Store>(OpenTag{}, std::move(impl));
   } catch (const std::bad_alloc&) {
     return make_error(ENOMEM, "out of memory opening the store");

@@ -260,7 +260,12 @@ class Store {
   Status change_times(int path_fd, const struct timespec (&times)[2], int handle_fd = -1);
   // ftruncate of a write handle: the file is in progress, its last close seals it.
   Status truncate_handle(int handle_fd, off_t size);
+  // ENOSPC/EDQUOT: tried again while the quarantine gives space back.
   Status allocate(int handle_fd, int mode, off_t offset, off_t length);
+  // B is out of space (a write through M failed with ENOSPC or EDQUOT): the
+  // quarantine gives back its oldest slot. True when it did (try again),
+  // false when it holds nothing more to give (core/store/space.hpp).
+  bool make_room();
   Result<off_t> seek(int handle_fd, off_t offset, int whence);
   // Asked for by the caller, so done whatever the durability option says.
   Status sync_handle(int handle_fd, bool data_only);
