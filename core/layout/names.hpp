@@ -12,6 +12,8 @@ namespace sealfs {
 inline constexpr std::string_view kReservedPrefix = ".sealfs";
 inline constexpr std::string_view kStateDir = ".sealfs";                  // B/.sealfs/
 inline constexpr std::string_view kQuarantineDir = ".sealfs/quarantine";  // B/.sealfs/quarantine/
+// Quarantine slots made in advance, for a quarantine on a full B (quarantine.hpp).
+inline constexpr std::string_view kSpareDir = ".sealfs/spare";
 inline constexpr std::string_view kDirManifest = ".sealfs-manifest";      // <entry>/.sealfs-manifest
 inline constexpr std::string_view kSidecarPrefix = ".sealfs-manifest.";   // <dir>/.sealfs-manifest.<name>
 

@@ -182,13 +182,22 @@ Result<UniqueFd> reopen_fd(int path_fd, int flags, const struct stat* known) {
   if (S_ISLNK(st->st_mode)) return make_error(ELOOP, "cannot open a symlink for I/O");
   // O_NOFOLLOW would refuse the magic link itself; the fstat above is the
   // no-follow guarantee. O_CREAT/O_EXCL make no sense on an existing object.
-  int fd = ::open(proc_fd_path(path_fd).c_str(), (flags & ~(O_NOFOLLOW | O_CREAT | O_EXCL)) | O_CLOEXEC);
+  const std::string proc = proc_fd_path(path_fd);
+  flags = (flags & ~(O_NOFOLLOW | O_CREAT | O_EXCL)) | O_CLOEXEC;
+  int fd = ::open(proc.c_str(), flags);
+  if (fd < 0 && errno == EPERM && (flags & O_NOATIME) != 0) fd = ::open(proc.c_str(), flags & ~O_NOATIME);
   if (fd < 0) return gone_or(errno_error("reopen"));
   UniqueFd out(fd);
   auto now = stat_fd(out.get());
   if (!now) return now.error();
   if (!same_object(*st, *now)) return make_error(ESTALE, "object changed during reopen");
   return out;
+}
+
+int openat_noatime(int dir_fd, const char* name, int flags) {
+  int fd = ::openat(dir_fd, name, flags | O_NOATIME);
+  if (fd < 0 && errno == EPERM) fd = ::openat(dir_fd, name, flags & ~O_NOATIME);
+  return fd;
 }
 
 Error gone_or(Error error) {

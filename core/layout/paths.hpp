@@ -59,7 +59,14 @@ Result<UniqueFd> open_beneath(int dir_fd, std::string_view rel, int flags);
 // Opens the object behind an O_PATH fd with new flags, through its
 // /proc/self/fd magic link (as libfuse's passthrough_ll does): no name is
 // resolved, so nothing can be swapped in. Refuses symlinks (ELOOP).
+// O_NOATIME in flags is a wish: where it is not permitted (EPERM: the caller
+// neither owns the file nor has CAP_FOWNER) the open is made without it.
 Result<UniqueFd> reopen_fd(int path_fd, int flags, const struct stat* known = nullptr);
+// openat(dir_fd, name, flags | O_NOATIME), or without O_NOATIME where it is
+// not permitted (EPERM): every read sealfs makes for its own purposes
+// (digests at seal, publish and verification, manifests) leaves B's access
+// times as they were (issue 23 point 6). A raw fd, or -1 with errno set.
+int openat_noatime(int dir_fd, const char* name, int flags);
 // A readable fd of the directory dir_fd (which may be O_PATH): for fsync and
 // getdents, which O_PATH fds do not allow.
 Result<UniqueFd> open_dir_readable(int dir_fd);

@@ -27,7 +27,7 @@ Result<Stamp> manifest_stamp_at(int dir_fd, std::string_view name) {
 Result<LoadedManifest> read_manifest_at(int dir_fd, std::string_view name) {
   // O_NONBLOCK: a FIFO planted under a manifest's name must not hang us; the
   // fstat below refuses it before any read.
-  int raw = ::openat(dir_fd, std::string(name).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  int raw = openat_noatime(dir_fd, std::string(name).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (raw < 0) {
     if (errno == ENOENT) return errno_error("no manifest " + std::string(name));
     if (errno == ELOOP || errno == EISDIR || errno == ENXIO)

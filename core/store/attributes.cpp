@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "core/layout/paths.hpp"
+#include "core/store/impl.hpp"
 #include "core/store/store.hpp"
 
 namespace sealfs {
@@ -85,8 +86,12 @@ Status Store::truncate_handle(int handle_fd, off_t size) {
 }
 
 Status Store::allocate(int handle_fd, int mode, off_t offset, off_t length) {
-  return ::fallocate(handle_fd, mode, offset, length) == 0 ? Status{} : failure("fallocate");
+  return with_room(*impl_, [&] {
+    return ::fallocate(handle_fd, mode, offset, length) == 0 ? Status{} : failure("fallocate");
+  });
 }
+
+bool Store::make_room() { return impl_->quarantine.make_room(); }
 
 Result<off_t> Store::seek(int handle_fd, off_t offset, int whence) {
   const off_t pos = ::lseek(handle_fd, offset, whence);

@@ -49,6 +49,7 @@ struct Store::Impl {
   struct stat root_st {};
   Profile profile;
   StoreOptions options;
+  PendingSeals pending;  // seals that wait for space (space.hpp)
   Policy policy;
   Metrics metrics;
   Verifier verifier;
@@ -65,6 +66,20 @@ struct Store::Impl {
 // Transactions with crash steps hold their invalidations until they end
 // (Consequences::DeferredInvalidations says why).
 using DeferredInvalidations = Consequences::DeferredInvalidations;
+
+// Runs op; while it fails for want of space (ENOSPC, EDQUOT) and the
+// quarantine gave some back, runs it again (space.hpp).
+template <class Op>
+auto with_room(Store::Impl& s, Op&& op) -> decltype(op()) {
+  auto result = op();
+  while (!result && out_of_space(result.code()) && s.quarantine.make_room()) result = op();
+  return result;
+}
+// The seal of a file closed through M (Store::seal), with_room; one that
+// still fails for want of space is kept visible and sealed later (space.hpp).
+Status seal_with_room(Store::Impl& s, const DirContext& ctx, const Placed& placed);
+// Seals that wait for space, tried again (one thread at a time).
+void retry_pending_seals(Store::Impl& s);
 
 // dir_fd/name opened O_PATH as a Found of the given kind; ENOENT when it is
 // no longer `expect` (replaced meanwhile).

@@ -65,6 +65,8 @@ Result<Store::Created> Store::create(int dir_fd, std::string_view name, mode_t m
     return Created{std::move(*found), std::move(fd), false};
   }
   int raw = ::openat(dir_fd, n.c_str(), flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode);
+  while (raw < 0 && out_of_space(errno) && s.quarantine.make_room())
+    raw = ::openat(dir_fd, n.c_str(), flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode);
   if (raw < 0) return errno_error("create " + ctx->child_rel(name));
   UniqueFd fd(raw);
   const bool vol = s.profile.is_volatile(ctx->child_rel(name));
@@ -82,8 +84,10 @@ Result<Found> Store::mkdir(int dir_fd, std::string_view name, mode_t mode) {
   const DirContext* ctx = &t->ctx;
   const Judgement* j = &t->judgement;
   if (j->verdict == Verdict::visible) return make_error(EEXIST, std::string(name) + " exists");
-  if (::mkdirat(dir_fd, std::string(name).c_str(), mode) != 0)
-    return errno_error("mkdir " + ctx->child_rel(name));
+  int made = ::mkdirat(dir_fd, std::string(name).c_str(), mode);
+  while (made != 0 && out_of_space(errno) && s.quarantine.make_room())
+    made = ::mkdirat(dir_fd, std::string(name).c_str(), mode);
+  if (made != 0) return errno_error("mkdir " + ctx->child_rel(name));
   ObjectKind kind = s.profile.is_volatile(ctx->child_rel(name)) ? ObjectKind::volatile_obj
                     : ctx->entry                                ? ObjectKind::dir_in_entry
                                                                 : ObjectKind::container;
@@ -174,6 +178,8 @@ Status Store::unlink(int dir_fd, std::string_view name) {
   s.entries.forget(j->st.st_dev, j->st.st_ino);
   // Its last name: no other is left for its inode's record to bring up to date.
   if (j->st.st_nlink == 1) s.links.forget(j->st);
+  s.pending.erase(j->st.st_dev, j->st.st_ino);
+  retry_pending_seals(s);  // space came back: seals waiting for it
   return {};
 }
 
@@ -217,6 +223,7 @@ Status Store::rmdir(int dir_fd, std::string_view name) {
   if (::unlinkat(dir_fd, std::string(name).c_str(), AT_REMOVEDIR) != 0)
     return errno_error("rmdir " + ctx->child_rel(name));
   s.entries.forget(j->st.st_dev, j->st.st_ino);
+  retry_pending_seals(s);  // space came back: seals waiting for it
   return {};
 }
 

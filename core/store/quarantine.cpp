@@ -5,6 +5,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"
 #include "core/manifest/manifest.hpp"
+#include "core/store/space.hpp"
 
 namespace sealfs {
 namespace {
@@ -49,6 +51,7 @@ struct ReasonRecord {
   std::string time;
   std::vector<std::pair<std::string, std::string>> left_behind;  // companion, why it stayed
   struct Dropped {
+    std::string why;
     std::uint64_t bytes = 0;
     std::uint64_t max_bytes = 0;
     std::string outcome;  // "deleted", or why the deletion failed
@@ -103,7 +106,7 @@ std::string reason_json(const ReasonRecord& r) {
     w.Key("dropped");
     w.StartObject();
     w.Key("why");
-    put(w, "the object alone occupies more than the quarantine's byte cap; only this record is kept");
+    put(w, r.dropped->why);
     w.Key("bytes");
     w.Uint64(r.dropped->bytes);
     w.Key("max_bytes");
@@ -161,6 +164,22 @@ Result<std::uint64_t> allocated_bytes(int dir_fd, const std::string& name, int d
     total += *b;
   }
   return total;
+}
+
+// Bytes B has available to unprivileged writers now; nullopt when unknown.
+std::optional<std::uint64_t> available_bytes(int root_fd) {
+  struct statvfs v {};
+  if (::fstatvfs(root_fd, &v) != 0) return std::nullopt;
+  return static_cast<std::uint64_t>(v.f_bavail) * v.f_frsize;
+}
+
+// Whether the slot holds nothing but its reason.json (or nothing at all).
+bool only_reason(int qdir_fd, const std::string& slot) {
+  auto fd = open_beneath(qdir_fd, slot, O_PATH | O_DIRECTORY);
+  if (!fd) return true;
+  auto children = read_dir(fd->get());
+  if (!children) return false;
+  return std::ranges::all_of(*children, [](const DirChild& c) { return c.name == kReasonFile; });
 }
 
 // The name an object takes inside its slot: never reason.json's.
@@ -236,10 +255,11 @@ void amend_reason(int reason_fd, const ReasonRecord& record, const std::string& 
                  std::string(kReasonFile).c_str(), s.error().message.c_str());
 }
 
-// Rule 1: everything in the slot but reason.json goes; record.dropped says
-// how big it was and whether the deletion worked.
-void drop_contents(int slot_fd, std::uint64_t bytes, std::uint64_t max_bytes, ReasonRecord& record) {
-  record.dropped = ReasonRecord::Dropped{bytes, max_bytes, "deleted"};
+// Rules 1 and 4: everything in the slot but reason.json goes; record.dropped
+// says why, how big it was and whether the deletion worked.
+void drop_contents(int slot_fd, std::string why, std::uint64_t bytes, std::uint64_t max_bytes,
+                   ReasonRecord& record) {
+  record.dropped = ReasonRecord::Dropped{std::move(why), bytes, max_bytes, "deleted"};
   auto children = read_dir(slot_fd);
   if (!children) {
     record.dropped->outcome = "not deleted: " + children.error().message;
@@ -257,7 +277,7 @@ void drop_contents(int slot_fd, std::uint64_t bytes, std::uint64_t max_bytes, Re
 void log_dropped(const std::string& slot, const ReasonRecord& record) {
   std::fprintf(
       stderr,
-      "sealfs: quarantine: dropped %s from %s/%s: it occupies %llu bytes, more than the cap of %llu bytes; "
+      "sealfs: quarantine: dropped %s from %s/%s: it occupies %llu bytes, more than the %llu bytes it may; "
       "its reason.json stays (%s)\n",
       record.rel.c_str(), std::string(kQuarantineDir).c_str(), slot.c_str(),
       static_cast<unsigned long long>(record.dropped->bytes),
@@ -293,19 +313,32 @@ Result<bool> Quarantine::move(const Request& request) {
   struct timespec now {};
   ::clock_gettime(CLOCK_REALTIME, &now);
   const std::string slot = next_slot_name(now);
-  if (::mkdirat(qdir->get(), slot.c_str(), 0700) != 0) return errno_error("mkdir quarantine slot " + slot);
+  bool spare = false;
+  if (::mkdirat(qdir->get(), slot.c_str(), 0700) != 0) {
+    Error e = errno_error("mkdir quarantine slot " + slot);
+    // B is full: a slot made in advance, renamed in, needs no new block.
+    if (!out_of_space(e.code) || !take_spare(qdir->get(), slot)) return e;
+    spare = true;
+  }
   SlotUnderConstruction building(qdir->get(), slot);
   if (Status opened = building.open(); !opened) return opened.error();
 
   // The reason goes in first, so a slot never holds an object without it.
-  // Its descriptor stays open: amending it later needs no new one.
+  // Its descriptor stays open: amending it later needs no new one. A
+  // spare's reason.json is there already, its blocks allocated.
   ReasonRecord record{request.rel, request.reason, utc_stamp(now, false), {}, {}};
   int raw = ::openat(building.fd(), std::string(kReasonFile).c_str(),
-                     O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+                     O_RDWR | O_CREAT | (spare ? 0 : O_EXCL) | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (raw < 0) return errno_error("create " + std::string(kReasonFile));
   UniqueFd reason_fd(raw);
   building.reason_made();
-  if (Status wrote = write_all_at(reason_fd.get(), reason_json(record)); !wrote) return wrote.error();
+  if (Status wrote = write_all_at(reason_fd.get(), reason_json(record)); !wrote) {
+    // Best effort on a full B: the object is moved aside all the same (R4).
+    if (!out_of_space(wrote.code())) return wrote.error();
+    std::fprintf(
+        stderr, "sealfs: quarantine %s: %s/%s not written (%s); the object is moved aside all the same\n",
+        request.rel.c_str(), slot.c_str(), std::string(kReasonFile).c_str(), wrote.error().message.c_str());
+  }
 
   const std::string target_name = name_in_slot(request.name);
   if (move_into_slot(request.parent_fd, request.name, building.fd(), target_name) != 0) {
@@ -321,17 +354,29 @@ Result<bool> Quarantine::move(const Request& request) {
   std::fprintf(stderr, "sealfs: quarantined %s: %s (in %s/%s)\n", request.rel.c_str(), request.reason.c_str(),
                std::string(kQuarantineDir).c_str(), slot.c_str());
 
-  // Rule 1: a slot over the byte cap alone keeps its reason only. (Measured
-  // once, complete: enforce_bounds finds the size cached.)
+  // Rules 1 and 4: a slot over the byte cap alone, or bigger than what B
+  // has available, keeps its reason only. (Measured once, complete:
+  // enforce_bounds finds the size cached.)
   auto bytes = slot_bytes(qdir->get(), slot, /*settled=*/true);
+  const auto avail = available_bytes(root_fd_);
   if (bytes && *bytes > max_bytes_) {
-    drop_contents(building.fd(), *bytes, max_bytes_, record);
+    drop_contents(building.fd(),
+                  "the object alone occupies more than the quarantine's byte cap; only this record is kept",
+                  *bytes, max_bytes_, record);
+  } else if (bytes && avail && *bytes > *avail) {
+    drop_contents(building.fd(),
+                  "the object occupies more than the backing store has available; only this record is kept",
+                  *bytes, *avail, record);
+  }
+  if (record.dropped) {
+    sizes_.erase(slot);
     amend_reason(reason_fd.get(), record, slot);
     log_dropped(slot, record);
   }
   reason_fd.reset();
   Status bounded = enforce_bounds(qdir->get(), slot);
   if (!bounded) std::fprintf(stderr, "sealfs: quarantine bounds: %s\n", bounded.error().message.c_str());
+  replenish_spares_locked();
   return true;
 }
 
@@ -451,7 +496,80 @@ Status Quarantine::enforce_bounds(int qdir_fd, const std::string& keep) {
                                " bytes held, cap " + std::to_string(max_bytes_) + ")"))
       evicted(s);
   }
+  // Rule 4: never more than B has available, oldest first.
+  auto avail = available_bytes(root_fd_);
+  if (measured && avail) {
+    for (auto& s : slots) {
+      if (total <= *avail) break;
+      if (s.gone || s.name == keep) continue;
+      const std::uint64_t freed = s.bytes;
+      if (evict(qdir_fd, s,
+                "the oldest, while the quarantine holds more (" + std::to_string(total) +
+                    " bytes) than the backing store has available (" + std::to_string(*avail) + " bytes)")) {
+        evicted(s);
+        *avail += freed;
+      }
+    }
+  }
   return {};
+}
+
+bool Quarantine::make_room() {
+  std::lock_guard lock(mu_);
+  auto qdir = open_beneath(root_fd_, kQuarantineDir, O_PATH | O_DIRECTORY);
+  if (!qdir) return false;
+  auto children = read_dir(qdir->get());
+  if (!children) return false;
+  std::vector<std::string> names;
+  for (auto& c : *children) names.push_back(std::move(c.name));
+  std::sort(names.begin(), names.end());
+  for (const auto& name : names) {
+    if (only_reason(qdir->get(), name)) continue;
+    SlotSize s{name, 0, false};
+    if (auto b = slot_bytes(qdir->get(), name, false)) s.bytes = *b;
+    if (evict(qdir->get(), s, "the backing store is out of space")) return true;
+  }
+  return false;
+}
+
+bool Quarantine::take_spare(int qdir_fd, const std::string& slot) {
+  auto spare_dir = open_beneath(root_fd_, kSpareDir, O_PATH | O_DIRECTORY);
+  if (!spare_dir) return false;
+  auto spares = read_dir(spare_dir->get());
+  if (!spares) return false;
+  for (const auto& c : *spares) {
+    // Another process sharing B may take the same one first (ENOENT).
+    if (move_into_slot(spare_dir->get(), c.name, qdir_fd, slot) == 0) return true;
+  }
+  return false;
+}
+
+void Quarantine::replenish_spares() {
+  std::lock_guard lock(mu_);
+  replenish_spares_locked();
+}
+
+void Quarantine::replenish_spares_locked() {
+  if (::mkdirat(root_fd_, std::string(kSpareDir).c_str(), 0700) != 0 && errno != EEXIST) return;
+  auto spare_dir = open_beneath(root_fd_, kSpareDir, O_PATH | O_DIRECTORY);
+  if (!spare_dir) return;
+  auto spares = read_dir(spare_dir->get());
+  if (!spares) return;
+  const std::string filler(kSpareReasonBytes, ' ');
+  for (std::size_t have = spares->size(); have < kSpares; ++have) {
+    const std::string name = "spare-" + std::to_string(::getpid()) + "-" + std::to_string(++spare_seq_);
+    if (::mkdirat(spare_dir->get(), name.c_str(), 0700) != 0) return;
+    // Until its reason.json is allocated it is no spare: taken away again.
+    SlotUnderConstruction making(spare_dir->get(), name);
+    if (!making.open()) return;
+    int raw = ::openat(making.fd(), std::string(kReasonFile).c_str(),
+                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (raw < 0) return;
+    UniqueFd reason(raw);
+    making.reason_made();
+    if (!write_all_at(reason.get(), filler)) return;
+    making.commit();
+  }
 }
 
 }  // namespace sealfs

@@ -27,6 +27,24 @@
 // the new slot; slots younger than a second are measured again each time,
 // since another process may still be filling them within one time tick.
 //
+//  4. B's free space: the quarantine never holds more bytes than B has
+//     available (statvfs f_bavail), so a B short of space is not kept short
+//     by evidence. A new slot bigger than that keeps its reason.json only
+//     ("dropped", as rule 1); older slots are removed, oldest first, while
+//     the total is bigger.
+// And when B is out of space (an ENOSPC or EDQUOT of the store, or of a
+// write through M), make_room() removes the oldest slot that holds more than
+// its reason.json, and the caller tries again (space.hpp).
+//
+// Spare slots: moving a hidden object aside needs no free space (R4). A few
+// slot directories, each with a reason.json of kSpareReasonBytes allocated,
+// wait in B/.sealfs/spare/, made while there was space (at open and after
+// each quarantine). When mkdir of a new slot fails with ENOSPC or EDQUOT, a
+// spare is renamed into the quarantine instead (a rename allocates no
+// blocks) and its reason.json is overwritten in place. reason.json is best
+// effort when B is out of space: a slot whose reason could not be written
+// keeps the object, and the log says why.
+//
 // A quarantine that cannot complete leaves nothing behind: until the object
 // is in its slot, every failure (slot directory made but not openable, say
 // under EMFILE; reason.json not written; the rename refused) removes the
@@ -37,6 +55,7 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <ctime>
 #include <map>
@@ -75,6 +94,17 @@ class Quarantine {
   // Slots currently held (for tests and status), oldest first.
   Result<std::vector<std::string>> slots() const;
 
+  // B is out of space: removes the oldest slot holding more than its
+  // reason.json (logged). True when one was removed (try again), false when
+  // the quarantine has nothing more to give.
+  bool make_room();
+  // Makes spare slots until kSpares wait (best effort: on a full or
+  // read-only B, none are made and nothing is said).
+  void replenish_spares();
+
+  static constexpr std::size_t kSpares = 4;
+  static constexpr std::size_t kSpareReasonBytes = 8192;
+
  private:
   struct CachedSize {
     ino_t ino = 0;
@@ -95,6 +125,9 @@ class Quarantine {
   bool measure(int qdir_fd, std::vector<SlotSize>& slots, const std::string& keep, std::uint64_t& total,
                std::uint64_t& keep_bytes);
   bool evict(int qdir_fd, SlotSize& s, const std::string& why);
+  // A spare slot renamed to qdir_fd/slot; false when none could be taken.
+  bool take_spare(int qdir_fd, const std::string& slot);
+  void replenish_spares_locked();
 
   int root_fd_;
   std::uint64_t max_objects_;
@@ -106,6 +139,7 @@ class Quarantine {
   mutable std::mutex mu_;
   std::uint64_t seq_ = 0;
   std::map<std::string, CachedSize> sizes_;  // by slot name; under mu_
+  std::uint64_t spare_seq_ = 0;              // under mu_
 };
 
 }  // namespace sealfs

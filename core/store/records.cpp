@@ -196,7 +196,7 @@ Result<FileRecord> Records::make_record(int dir_fd, std::string_view name, const
   if (!S_ISREG(st->st_mode)) return make_error(EINVAL, std::string(name) + ": not a regular file");
   // O_NONBLOCK and the fstat check: never block on, or hash, anything but the
   // regular file we just saw.
-  int raw = ::openat(dir_fd, std::string(name).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  int raw = openat_noatime(dir_fd, std::string(name).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (raw < 0) return errno_error("open " + how.profile_rel);
   UniqueFd fd(raw);
   auto now = stat_fd(fd.get());

@@ -46,7 +46,7 @@ Status Store::seal(int path_fd, PlaceHint hint) {
   if (!closed) return closed.error();
   if (!*closed) return {};
   auto& [placed, ctx] = **closed;
-  Status sealed = s.records.seal_at(ctx, placed.parent.get(), placed.name, false, &s.links);
+  Status sealed = seal_with_room(s, ctx, placed);
   if (!sealed) return sealed;
   s.metrics.seals.fetch_add(1, std::memory_order_relaxed);
   return {};

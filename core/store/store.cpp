@@ -200,7 +200,7 @@ Store::Impl::Impl(UniqueFd root, std::string root_path, const struct stat& root_
       root_st(root_stat),
       profile(std::move(store_profile)),
       options(std::move(store_options)),
-      policy(options),
+      policy(options, pending),
       verifier(metrics),
       entries(verifier, options.verdict_ttl, 1u << 13, &profile),
       quarantine(root_fd.get(), options.quarantine_max_objects, options.quarantine_max_bytes, metrics),
@@ -245,6 +245,8 @@ Result<std::unique_ptr<Store>> Store::open_backing(const std::string& backing_pa
     }
     auto impl = std::make_unique<Impl>(std::move(root), std::move(*path), *st, std::move(profile),
                                        std::move(options));
+    // Made while there is space, for a quarantine on a full B (R4).
+    impl->quarantine.replenish_spares();
     return std::make_unique<Store>(OpenTag{}, std::move(impl));
   } catch (const std::bad_alloc&) {
     return make_error(ENOMEM, "out of memory opening the store");
@@ -316,6 +318,8 @@ Result<UniqueFd> Store::open_file(int path_fd, int flags, PlaceHint hint) {
   // network one (GlusterFS) a file another host replaced can.
   if (!st) return gone_or(st.error());
   // A read of a sealed file: check that it still is what was verified.
+  // -o noatime: reads through M leave B's access times too (issue 23 point 6).
+  if (impl_->options.noatime && (flags & O_ACCMODE) == O_RDONLY) flags |= O_NOATIME;
   if (S_ISREG(st->st_mode) && (flags & O_ACCMODE) == O_RDONLY)
     return open_for_reading(*impl_, path_fd, flags, *st, hint);
   return reopen_fd(path_fd, flags, &*st);

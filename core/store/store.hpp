@@ -108,6 +108,10 @@ struct StoreOptions {
   // How long a verified entry's verdict is trusted before its stamps are
   // checked again (the mount's cache_timeout, R9).
   std::chrono::nanoseconds verdict_ttl = std::chrono::seconds(1);
+  // -o noatime: files opened for reading through M are opened O_NOATIME
+  // (where permitted), so reads through M leave B's access times as well.
+  // The store's own reads (digests, manifests) always do.
+  bool noatime = false;
   std::uint64_t quarantine_max_objects = 1000;  // oldest removed first beyond these
   std::uint64_t quarantine_max_bytes = 1ull << 30;
   ValidatorRegistry validators = default_validators();
@@ -259,7 +263,12 @@ class Store {
   Status change_times(int path_fd, const struct timespec (&times)[2], int handle_fd = -1);
   // ftruncate of a write handle: the file is in progress, its last close seals it.
   Status truncate_handle(int handle_fd, off_t size);
+  // ENOSPC/EDQUOT: tried again while the quarantine gives space back.
   Status allocate(int handle_fd, int mode, off_t offset, off_t length);
+  // B is out of space (a write through M failed with ENOSPC or EDQUOT): the
+  // quarantine gives back its oldest slot. True when it did (try again),
+  // false when it holds nothing more to give (core/store/space.hpp).
+  bool make_room();
   Result<off_t> seek(int handle_fd, off_t offset, int whence);
   // Asked for by the caller, so done whatever the durability option says.
   Status sync_handle(int handle_fd, bool data_only);

@@ -220,7 +220,7 @@ Status check_listed_file(Verifier& verifier, int base_fd, const std::string& pat
   if (!hash) return {};
   // O_NONBLOCK: never hang on a FIFO swapped in after the stat; the fstat
   // below must show the very regular file that was judged.
-  int raw = ::openat(parent, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  int raw = openat_noatime(parent, leaf.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (raw < 0) return check_failure(path, "cannot open", errno, defect);
   UniqueFd fd(raw);
   auto now = stat_fd(fd.get());

@@ -111,6 +111,7 @@ int dispatch(Parsed& p) {
     return 1;
   }
   if (!apply_lists(p.mount_lists, p.mount)) return 1;
+  for (const auto& note : p.mount.notes) std::cerr << "sealfs: " << note << "\n";
   if (p.mount.debug) p.mount.foreground = true;
   return sealfs::fuse::run_mount(p.mount, std::cerr);
 }

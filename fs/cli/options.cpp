@@ -16,7 +16,8 @@ namespace sealfs::cli {
 namespace {
 
 // Options libfuse (fuse_session_new / fuse_session_mount) understands, with
-// or without a value. They are passed through unchanged.
+// or without a value. They are passed through unchanged, except dev and suid
+// (kForcedOff) and noatime, which the store honours too.
 constexpr std::array<std::string_view, 19> kFuseFlags = {"allow_other",  "allow_root", "default_permissions",
                                                          "auto_unmount", "blkdev",     "rw",
                                                          "ro",           "suid",       "nosuid",
@@ -32,11 +33,22 @@ constexpr std::array<std::string_view, 11> kConnFlags = {
     "sync_read",      "splice_write",    "no_splice_write",      "splice_move",
     "no_splice_move", "splice_read",     "no_splice_read"};
 constexpr std::array<std::string_view, 3> kConnValued = {"max_write", "max_readahead", "max_background"};
-// Access-time variants that mount(8) may pass from fstab but libfuse 3.14
-// cannot set on a FUSE mount; atime lives on B anyway. Accepted and ignored.
-constexpr std::array<std::string_view, 8> kAtimeIgnored = {"diratime",   "nodiratime",  "relatime",
-                                                           "norelatime", "strictatime", "nostrictatime",
-                                                           "lazytime",   "nolazytime"};
+// R10: the mount is always nodev,nosuid. mount.fuse3 adds "dev,suid" to
+// every root mount that does not say nodev/nosuid (mount(8) semantics), so
+// refusing them would fail every fstab line: they are overridden, with a note.
+constexpr std::array<std::string_view, 2> kForcedOff = {"dev", "suid"};
+// Access times (issue 23 point 6). M's access times are B's: the kernel never
+// updates a FUSE inode's atime itself, and a read through M reads B, whose
+// own mount rule (relatime on most systems) then moves B's atime. The store's
+// own reads (digests, manifests) never move it (O_NOATIME). So the options
+// that ask for B's rule are accepted: what they ask is what happens
+// (lazytime only says when timestamps reach the disk, B's business);
+// noatime is honoured by the store (reads through M opened O_NOATIME).
+constexpr std::array<std::string_view, 6> kAtimeAsBacking = {"relatime", "norelatime", "nostrictatime",
+                                                             "diratime", "lazytime",   "nolazytime"};
+// Rules stricter or other than B's, which sealfs cannot give without writing
+// B's times itself: refused (EINVAL) rather than accepted and ignored.
+constexpr std::array<std::string_view, 2> kAtimeRefused = {"strictatime", "nodiratime"};
 // What mount(8) / mount.fuse3 may hand us from an fstab line that means
 // nothing to a FUSE mount: accepted and ignored.
 constexpr std::array<std::string_view, 8> kIgnored = {"defaults", "auto",  "noauto", "user",
@@ -111,11 +123,11 @@ std::optional<Status> apply_backing_option(const Option& opt, BackingOptions& o)
   return Status{};
 }
 
-// Accepted and ignored: fstab noise (kIgnored), access-time variants
-// (kAtimeIgnored) and util-linux userspace-only options (x-systemd.*,
+// Accepted and ignored: fstab noise (kIgnored), access-time rules that are
+// B's (kAtimeAsBacking) and util-linux userspace-only options (x-systemd.*,
 // comment=…), never meant for us.
 bool ignored(const Option& opt) {
-  return (!opt.has_value && (contains(kIgnored, opt.key) || contains(kAtimeIgnored, opt.key))) ||
+  return (!opt.has_value && (contains(kIgnored, opt.key) || contains(kAtimeAsBacking, opt.key))) ||
          opt.key.starts_with("x-") || opt.key.starts_with("comment=");
 }
 
@@ -123,6 +135,15 @@ bool ignored(const Option& opt) {
 Status apply_mount_option(const Option& opt, MountOptions& o) {
   const std::string_view key = opt.key;
   if (ignored(opt)) return {};
+  if (!opt.has_value && contains(kAtimeRefused, key))
+    return make_error(EINVAL, "option " + std::string(key) +
+                                  " is not supported: access times through the mount are B's, updated by "
+                                  "B's own mount rule (mount B with " +
+                                  std::string(key) + " instead)");
+  if (!opt.has_value && contains(kForcedOff, key)) {
+    o.notes.push_back("option " + std::string(key) + " ignored: the mount is always nodev,nosuid");
+    return {};
+  }
   if (!opt.has_value && (key == "no_open" || key == "keep_open")) {
     o.no_open = key == "no_open";
   } else if (!opt.has_value && (key == "no_opendir" || key == "keep_opendir")) {
@@ -154,6 +175,7 @@ Status apply_mount_option(const Option& opt, MountOptions& o) {
   } else if (!opt.has_value && contains(kFuseFlags, key)) {
     if (key == "allow_other") o.allow_other = true;
     if (key == "ro" || key == "rw") o.read_only = key == "ro";
+    if (key == "atime" || key == "noatime") o.noatime = key == "noatime";
     if (key == "debug")
       o.debug = true;
     else
@@ -218,6 +240,8 @@ std::string fuse_option_string(const MountOptions& options) {
   }
   if (!has_fsname) out += ",fsname=" + escape_option_value(options.backing);
   if (!has_subtype) out += ",subtype=sealfs";
+  // Last, so that nothing before them can turn them off (R10).
+  out += ",nodev,nosuid";
   return out;
 }
 

@@ -47,6 +47,10 @@ struct MountOptions : BackingOptions {
   // every metrics_interval seconds (fs/fuse/metrics_file.hpp); empty: none.
   std::string metrics_file;
   double metrics_interval = 5.0;
+  // -o noatime: reads through M leave B's access times (StoreOptions::noatime).
+  bool noatime = false;
+  // What the options parser overrode (dev, suid), one line each for the log.
+  std::vector<std::string> notes;
 
   // Options handed to libfuse as one "-o" list (always with
   // default_permissions, see DESIGN.md "allow_other").

@@ -184,6 +184,10 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t off, fu
       held->changed = true;
       fuse_bufvec out = fd_bufvec(fuse_buf_size(in), held->fd.get(), off);
       n = fuse_buf_copy(&out, in, static_cast<fuse_buf_copy_flags>(0));
+      // B out of space: the quarantine gives its space back first (issue 23 point 4).
+      while ((n == -ENOSPC || n == -EDQUOT) && (in->buf[0].flags & FUSE_BUF_IS_FD) == 0 &&
+             fs.store->make_room())
+        n = fuse_buf_copy(&out, in, static_cast<fuse_buf_copy_flags>(0));
     }
     if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
     // Sealed before the answer: the request (and its interruption) must

@@ -194,6 +194,7 @@ bool open_backing(Filesystem& fs, const cli::MountOptions& options, Profile prof
   fs.pusher.max_file = options.read_only ? options.push_max : 0;
   fs.chown_to_caller = ::geteuid() == 0;
   StoreOptions store_options = cli::store_options(options);
+  store_options.noatime = options.noatime;
   auto keys = cli::load_keys(options);
   if (!keys) {
     err << "sealfs: " << keys.error().message << "\n";

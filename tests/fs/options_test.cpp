@@ -68,8 +68,42 @@ TEST(MountOptionsTest, MountFuse3NoiseIsAcceptedAndFuseOptionsPassThrough) {
   ASSERT_TRUE(
       apply_option_list("rw,nosuid,nodev,relatime,nofail,_netdev,x-systemd.automount,profile=tilelang", o));
   EXPECT_EQ(o.profile, "tilelang");
-  // relatime cannot be set on a FUSE mount by libfuse 3.14: accepted, dropped.
+  // relatime asks for B's rule, which M's access times follow: accepted, not passed on.
   EXPECT_EQ(o.fuse_options, (std::vector<std::string>{"rw", "nosuid", "nodev"}));
+}
+
+TEST(MountOptionsTest, DevAndSuidAsMountFuse3AddsThemAreOverriddenWithANote) {
+  // mount.fuse3 appends "dev,suid" to every root mount without nodev/nosuid.
+  MountOptions o;
+  o.backing = "/b";
+  ASSERT_TRUE(apply_option_list("rw,dev,suid", o));
+  EXPECT_EQ(o.fuse_options, (std::vector<std::string>{"rw"}));
+  EXPECT_EQ(o.notes.size(), 2u);
+  const std::string s = fuse_option_string(o);
+  EXPECT_EQ(s.find(",dev"), std::string::npos) << s;
+  EXPECT_EQ(s.find(",suid"), std::string::npos) << s;
+  EXPECT_TRUE(s.ends_with(",nodev,nosuid")) << s << ": last, so nothing before turns them off (R10)";
+}
+
+TEST(MountOptionsTest, AtimeOptionsAreHonouredOrRefused) {
+  MountOptions o;
+  EXPECT_FALSE(o.noatime);
+  ASSERT_TRUE(apply_option_list("noatime", o));
+  EXPECT_TRUE(o.noatime);
+  EXPECT_EQ(o.fuse_options, (std::vector<std::string>{"noatime"}));
+  ASSERT_TRUE(apply_option_list("atime", o));
+  EXPECT_FALSE(o.noatime) << "the last one wins, as in mount(8)";
+  // B's own rule: accepted.
+  for (const char* same : {"relatime", "norelatime", "nostrictatime", "diratime", "lazytime", "nolazytime"}) {
+    MountOptions a;
+    EXPECT_TRUE(apply_option_list(same, a)) << same;
+  }
+  // Stricter than, or other than, B's rule: refused, never accepted and ignored.
+  for (const char* other : {"strictatime", "nodiratime"}) {
+    MountOptions r;
+    auto s = apply_option_list(other, r);
+    EXPECT_EQ(s.code(), EINVAL) << other;
+  }
 }
 
 TEST(MountOptionsTest, NoOpenAndReadOnlyAreRecorded) {
