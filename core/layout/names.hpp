@@ -14,8 +14,8 @@ inline constexpr std::string_view kStateDir = ".sealfs";                  // B/.
 inline constexpr std::string_view kQuarantineDir = ".sealfs/quarantine";  // B/.sealfs/quarantine/
 // Quarantine slots made in advance, for a quarantine on a full B (quarantine.hpp).
 inline constexpr std::string_view kSpareDir = ".sealfs/spare";
-inline constexpr std::string_view kDirManifest = ".sealfs-manifest";      // <entry>/.sealfs-manifest
-inline constexpr std::string_view kSidecarPrefix = ".sealfs-manifest.";   // <dir>/.sealfs-manifest.<name>
+inline constexpr std::string_view kDirManifest = ".sealfs-manifest";     // <entry>/.sealfs-manifest
+inline constexpr std::string_view kSidecarPrefix = ".sealfs-manifest.";  // <dir>/.sealfs-manifest.<name>
 
 // Begins with ".sealfs": never shown, never created through M (R7).
 bool is_reserved_name(std::string_view name);

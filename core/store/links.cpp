@@ -142,92 +142,72 @@ Result<std::optional<LinkRecords::InodeRecord>> LinkRecords::record_of(const str
   return Maybe(InodeRecord{rec, loaded->stamp});
 }
 
-Result<LinkRefresh> LinkRecords::refresh(const EntryLocation& where, const Manifest& manifest,
-                                         bool hash) const {
-  struct Update {
-    std::string path;
-    FileRecord was;
-    FileRecord now;
-    Manifest extras;
-    bool last_name = false;  // its record is then the only one left to vouch for it
-    ino_t ino = 0;
-    Stamp record_stamp;
-  };
-  std::vector<Update> updates;
-  Manifest as_inodes = manifest;  // at stat level: the records the inodes vouch for
-  bool candidates = false;
-  for (const auto& [path, rec] : manifest.files) {
-    if (rec.symlink) continue;
-    auto parent = listed_parent(where.base_fd, path);
-    if (!parent) {
-      if (transient(parent.code())) return parent.error();
-      continue;  // missing: the verdict stands
-    }
-    auto st = stat_at(parent->fd, parent->leaf);
-    if (!st) {
-      if (transient(st.code())) return st.error();
-      continue;
-    }
-    // Any link count: the name written through may be gone since (rm g).
-    if (!S_ISREG(st->st_mode) || st->st_dev != root_dev_) continue;
-    auto inode = record_of(*st);
-    if (!inode) return inode.error();
-    if (!*inode) continue;
-    const FileRecord& vouched = (*inode)->record;
-    FileRecord wanted;
-    wanted.size = vouched.size;
-    if (rec.sha256) wanted.sha256 = vouched.sha256;
-    if (wanted == rec) continue;  // this name's record is up to date
-    if (static_cast<std::uint64_t>(st->st_size) != vouched.size) continue;
-    candidates = true;
-    if (!hash) {
-      as_inodes.files[path] = wanted;
-      as_inodes.accept.erase(path);
-      continue;
-    }
-    auto digest = digest_of(verifier_, parent->fd, parent->leaf, *st);
-    if (!digest) {
-      if (digest.code() == EAGAIN || is_damage_evidence(digest.code())) continue;  // replaced meanwhile
-      return digest.error();
-    }
-    if (*digest != *vouched.sha256) {
-      // Changed since its last seal through M (behind the mount): the record
-      // vouches for nothing any more.
-      drop_if_unchanged(st->st_ino, (*inode)->stamp);
-      continue;
-    }
-    // This name's own rules: its validators, and what its profile records.
-    RecordOptions how;
-    how.validate = true;
-    how.profile_rel = join_rel(where.rel, path);
-    how.key = path;
-    how.in_dir_entry = !where.file_entry;
-    Manifest extras;
-    auto now = records_.make_record(parent->fd, parent->leaf, how, &extras);
-    if (!now) {
-      if (now.code() == EBADMSG || now.code() == EFBIG || now.code() == EAGAIN ||
-          is_damage_evidence(now.code()))
-        continue;  // refused here (or replaced meanwhile): the verdict stands
-      return now.error();
-    }
-    if (now->size != vouched.size || (now->sha256 && *now->sha256 != *vouched.sha256)) continue;
-    updates.push_back(
-        Update{path, rec, *now, std::move(extras), st->st_nlink == 1, st->st_ino, (*inode)->stamp});
-  }
-  if (!candidates) return LinkRefresh::none;
+Result<bool> LinkRecords::consider(const EntryLocation& where, const std::string& path, const FileRecord& rec,
+                                   bool hash, Manifest& as_inodes, std::vector<Update>& updates) const {
+  auto parent = listed_parent(where.base_fd, path);
+  if (!parent) return transient(parent.code()) ? Result<bool>(parent.error()) : Result<bool>(false);
+  auto st = stat_at(parent->fd, parent->leaf);
+  if (!st) return transient(st.code()) ? Result<bool>(st.error()) : Result<bool>(false);
+  // Any link count: the name written through may be gone since (rm g).
+  if (!S_ISREG(st->st_mode) || st->st_dev != root_dev_) return false;
+  auto inode = record_of(*st);
+  if (!inode) return inode.error();
+  if (!*inode) return false;
+  const FileRecord& vouched = (*inode)->record;
+  FileRecord wanted;
+  wanted.size = vouched.size;
+  if (rec.sha256) wanted.sha256 = vouched.sha256;
+  if (wanted == rec) return false;  // this name's record is up to date
+  if (static_cast<std::uint64_t>(st->st_size) != vouched.size) return false;
   if (!hash) {
-    // Would every listed file fit, at stat level, with those records?
-    for (const auto& [path, rec] : as_inodes.files) {
-      auto alt = as_inodes.accept.find(path);
-      Status s =
-          check_listed_file(verifier_, where.base_fd, path, rec,
-                            alt == as_inodes.accept.end() ? nullptr : &alt->second, false, false, nullptr);
-      if (!s && s.code() != EBADMSG) return s.error();
-      if (!s) return LinkRefresh::none;
-    }
-    return LinkRefresh::plausible;
+    as_inodes.files[path] = wanted;
+    as_inodes.accept.erase(path);
+    return true;
   }
-  if (updates.empty()) return LinkRefresh::none;
+  auto digest = digest_of(verifier_, parent->fd, parent->leaf, *st);
+  if (!digest) {
+    if (digest.code() == EAGAIN || is_damage_evidence(digest.code())) return true;  // replaced meanwhile
+    return digest.error();
+  }
+  if (*digest != *vouched.sha256) {
+    // Changed since its last seal through M (behind the mount): the record
+    // vouches for nothing any more.
+    drop_if_unchanged(st->st_ino, (*inode)->stamp);
+    return true;
+  }
+  // This name's own rules: its validators, and what its profile records.
+  RecordOptions how;
+  how.validate = true;
+  how.profile_rel = join_rel(where.rel, path);
+  how.key = path;
+  how.in_dir_entry = !where.file_entry;
+  Manifest extras;
+  auto now = records_.make_record(parent->fd, parent->leaf, how, &extras);
+  if (!now) {
+    if (now.code() == EBADMSG || now.code() == EFBIG || now.code() == EAGAIN ||
+        is_damage_evidence(now.code()))
+      return true;  // refused here (or replaced meanwhile): the verdict stands
+    return now.error();
+  }
+  if (now->size != vouched.size || (now->sha256 && *now->sha256 != *vouched.sha256)) return true;
+  updates.push_back(
+      Update{path, rec, *now, std::move(extras), st->st_nlink == 1, st->st_ino, (*inode)->stamp});
+  return true;
+}
+
+Result<LinkRefresh> LinkRecords::fits(const EntryLocation& where, const Manifest& as_inodes) const {
+  for (const auto& [path, rec] : as_inodes.files) {
+    auto alt = as_inodes.accept.find(path);
+    Status s =
+        check_listed_file(verifier_, where.base_fd, path, rec,
+                          alt == as_inodes.accept.end() ? nullptr : &alt->second, false, false, nullptr);
+    if (!s && s.code() != EBADMSG) return s.error();
+    if (!s) return LinkRefresh::none;
+  }
+  return LinkRefresh::plausible;
+}
+
+Result<LinkRefresh> LinkRecords::apply(const EntryLocation& where, const std::vector<Update>& updates) const {
   auto holder = stat_fd(where.base_fd);
   if (!holder) return holder.error();
   Status edited = records_.edit_manifest(
@@ -254,6 +234,23 @@ Result<LinkRefresh> LinkRecords::refresh(const EntryLocation& where, const Manif
   for (const auto& u : updates)
     if (u.last_name) drop_if_unchanged(u.ino, u.record_stamp);
   return LinkRefresh::refreshed;
+}
+
+Result<LinkRefresh> LinkRecords::refresh(const EntryLocation& where, const Manifest& manifest,
+                                         bool hash) const {
+  std::vector<Update> updates;
+  Manifest as_inodes = manifest;  // at stat level: the records the inodes vouch for
+  bool candidates = false;
+  for (const auto& [path, rec] : manifest.files) {
+    if (rec.symlink) continue;
+    auto candidate = consider(where, path, rec, hash, as_inodes, updates);
+    if (!candidate) return candidate.error();
+    candidates = candidates || *candidate;
+  }
+  if (!candidates) return LinkRefresh::none;
+  if (!hash) return fits(where, as_inodes);
+  if (updates.empty()) return LinkRefresh::none;
+  return apply(where, updates);
 }
 
 }  // namespace sealfs

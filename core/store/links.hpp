@@ -33,6 +33,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/base/result.hpp"
 #include "core/manifest/keys.hpp"
@@ -92,6 +93,27 @@ class LinkRecords {
   Result<std::optional<InodeRecord>> record_of(const struct stat& st) const;
   // Removes the record of ino if it is still the one read with stamp seen.
   void drop_if_unchanged(ino_t ino, const Stamp& seen) const;
+
+  // refresh's steps. A listed name whose inode's record differs from its own.
+  struct Update {
+    std::string path;
+    FileRecord was;
+    FileRecord now;
+    Manifest extras;
+    bool last_name = false;  // its record is then the only one left to vouch for it
+    ino_t ino = 0;
+    Stamp record_stamp;
+  };
+  // One listed file: true when its inode's record could bring its name up
+  // to date; then, hashing, an Update is added when the file holds exactly
+  // that content and passes the name's validators, and at stat level
+  // as_inodes takes the inode's record instead.
+  Result<bool> consider(const EntryLocation& where, const std::string& path, const FileRecord& rec, bool hash,
+                        Manifest& as_inodes, std::vector<Update>& updates) const;
+  // At stat level: would every listed file fit with the inodes' records?
+  Result<LinkRefresh> fits(const EntryLocation& where, const Manifest& as_inodes) const;
+  // The updates written into the name's manifest.
+  Result<LinkRefresh> apply(const EntryLocation& where, const std::vector<Update>& updates) const;
   static std::mutex& lock_of(ino_t ino);
 
   int root_fd_;
