@@ -284,6 +284,26 @@ void log_dropped(const std::string& slot, const ReasonRecord& record) {
       static_cast<unsigned long long>(record.dropped->max_bytes), record.dropped->outcome.c_str());
 }
 
+// reason.json in a slot being built, written. A spare's is there already,
+// its blocks allocated; on a full B the text is best effort and the object
+// is moved aside all the same (R4).
+Result<UniqueFd> write_reason(int slot_fd, bool spare, const ReasonRecord& record, const std::string& slot) {
+  int raw = ::openat(slot_fd, std::string(kReasonFile).c_str(),
+                     O_RDWR | O_CREAT | (spare ? 0 : O_EXCL) | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (raw < 0) return errno_error("create " + std::string(kReasonFile));
+  UniqueFd fd(raw);
+  if (Status wrote = write_all_at(fd.get(), reason_json(record)); !wrote) {
+    if (!out_of_space(wrote.code())) {
+      ::unlinkat(slot_fd, std::string(kReasonFile).c_str(), 0);  // the slot is taken down whole
+      return wrote.error();
+    }
+    std::fprintf(
+        stderr, "sealfs: quarantine %s: %s/%s not written (%s); the object is moved aside all the same\n",
+        record.rel.c_str(), slot.c_str(), std::string(kReasonFile).c_str(), wrote.error().message.c_str());
+  }
+  return fd;
+}
+
 }  // namespace
 
 Quarantine::Quarantine(int root_fd, std::uint64_t max_objects, std::uint64_t max_bytes, Metrics& metrics)
@@ -297,16 +317,30 @@ std::string Quarantine::next_slot_name(const struct timespec& now) {
   return utc_stamp(now, true) + tail;
 }
 
-Result<bool> Quarantine::move(const Request& request) {
-  std::lock_guard lock(mu_);
-  // Re-check under the name: another thread or host may have replaced the
-  // object since it was judged; then there is nothing of ours to move.
+namespace {
+
+// Re-check under the name: another thread or host may have replaced the
+// object since it was judged; then there is nothing of ours to move.
+Result<bool> still_there(const Quarantine::Request& request) {
   auto now_st = stat_at(request.parent_fd, request.name);
   if (!now_st) {
     if (now_st.code() == ENOENT || now_st.code() == ENOTDIR) return false;
     return now_st.error();
   }
-  if (now_st->st_dev != request.dev || now_st->st_ino != request.ino) return false;
+  return now_st->st_dev == request.dev && now_st->st_ino == request.ino;
+}
+
+constexpr const char* kOverCap =
+    "the object alone occupies more than the quarantine's byte cap; only this record is kept";
+constexpr const char* kOverAvailable =
+    "the object occupies more than the backing store has available; only this record is kept";
+
+}  // namespace
+
+Result<bool> Quarantine::move(const Request& request) {
+  std::lock_guard lock(mu_);
+  auto there = still_there(request);
+  if (!there || !*there) return there;
 
   auto qdir = open_beneath(root_fd_, kQuarantineDir, O_PATH | O_DIRECTORY);
   if (!qdir) return qdir.error();
@@ -324,21 +358,11 @@ Result<bool> Quarantine::move(const Request& request) {
   if (Status opened = building.open(); !opened) return opened.error();
 
   // The reason goes in first, so a slot never holds an object without it.
-  // Its descriptor stays open: amending it later needs no new one. A
-  // spare's reason.json is there already, its blocks allocated.
+  // Its descriptor stays open: amending it later needs no new one.
   ReasonRecord record{request.rel, request.reason, utc_stamp(now, false), {}, {}};
-  int raw = ::openat(building.fd(), std::string(kReasonFile).c_str(),
-                     O_RDWR | O_CREAT | (spare ? 0 : O_EXCL) | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (raw < 0) return errno_error("create " + std::string(kReasonFile));
-  UniqueFd reason_fd(raw);
+  auto reason_fd = write_reason(building.fd(), spare, record, slot);
+  if (!reason_fd) return reason_fd.error();
   building.reason_made();
-  if (Status wrote = write_all_at(reason_fd.get(), reason_json(record)); !wrote) {
-    // Best effort on a full B: the object is moved aside all the same (R4).
-    if (!out_of_space(wrote.code())) return wrote.error();
-    std::fprintf(
-        stderr, "sealfs: quarantine %s: %s/%s not written (%s); the object is moved aside all the same\n",
-        request.rel.c_str(), slot.c_str(), std::string(kReasonFile).c_str(), wrote.error().message.c_str());
-  }
 
   const std::string target_name = name_in_slot(request.name);
   if (move_into_slot(request.parent_fd, request.name, building.fd(), target_name) != 0) {
@@ -349,7 +373,7 @@ Result<bool> Quarantine::move(const Request& request) {
   building.commit();  // the object is in: the slot stays, with its reason
 
   move_companions(request, building.fd(), record);
-  if (!record.left_behind.empty()) amend_reason(reason_fd.get(), record, slot);
+  if (!record.left_behind.empty()) amend_reason(reason_fd->get(), record, slot);
   metrics_.count_quarantined(request.cause);
   std::fprintf(stderr, "sealfs: quarantined %s: %s (in %s/%s)\n", request.rel.c_str(), request.reason.c_str(),
                std::string(kQuarantineDir).c_str(), slot.c_str());
@@ -359,21 +383,16 @@ Result<bool> Quarantine::move(const Request& request) {
   // enforce_bounds finds the size cached.)
   auto bytes = slot_bytes(qdir->get(), slot, /*settled=*/true);
   const auto avail = available_bytes(root_fd_);
-  if (bytes && *bytes > max_bytes_) {
-    drop_contents(building.fd(),
-                  "the object alone occupies more than the quarantine's byte cap; only this record is kept",
-                  *bytes, max_bytes_, record);
-  } else if (bytes && avail && *bytes > *avail) {
-    drop_contents(building.fd(),
-                  "the object occupies more than the backing store has available; only this record is kept",
-                  *bytes, *avail, record);
-  }
+  const bool over_cap = bytes && *bytes > max_bytes_;
+  if (over_cap || (bytes && avail && *bytes > *avail))
+    drop_contents(building.fd(), over_cap ? kOverCap : kOverAvailable, *bytes, over_cap ? max_bytes_ : *avail,
+                  record);
   if (record.dropped) {
     sizes_.erase(slot);
-    amend_reason(reason_fd.get(), record, slot);
+    amend_reason(reason_fd->get(), record, slot);
     log_dropped(slot, record);
   }
-  reason_fd.reset();
+  reason_fd->reset();
   Status bounded = enforce_bounds(qdir->get(), slot);
   if (!bounded) std::fprintf(stderr, "sealfs: quarantine bounds: %s\n", bounded.error().message.c_str());
   replenish_spares_locked();
