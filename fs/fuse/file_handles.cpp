@@ -189,7 +189,13 @@ void flush_implicit(Filesystem& fs, fuse_ino_t ino, pid_t tid) {
   // close without OPEN) costs one map lookup and nothing else.
   auto flushed = fs.implicit.flushed_by(ino, tid, [&](pid_t group) {
     const InodeRef inode = fs.inodes.get(ino);
-    return inode != nullptr && process_holds(group, inode->ino, fs.mount_id.load(std::memory_order_relaxed));
+    if (inode == nullptr) return false;
+    // The closer may see the mount from another mount namespace (a
+    // sidecar's app), under IDs of its own: matched by the mount's device.
+    auto ids = fuse_mount_ids_seen_by(group, fs.mount_device());
+    const std::uint64_t own = fs.mount_id.load(std::memory_order_relaxed);
+    if (ids.empty() && own != 0) ids.push_back(own);  // still empty: by inode alone
+    return process_holds(group, inode->ino, ids);
   });
   if (!flushed.writer) return;  // a close that changed nothing
   FileHandle& handle = *flushed.writer->handle;

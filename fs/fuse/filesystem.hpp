@@ -116,6 +116,19 @@ struct Filesystem {
   // init (the mount exists by then); 0 when not found, and a process's
   // descriptors are then matched by inode alone.
   std::atomic<std::uint64_t> mount_id{0};
+  // The mount's device ("major:minor"), read at init too: the same in every
+  // mount namespace, where the mount ID is not (a sidecar's app sees the
+  // mount under IDs of its own namespace).
+  void set_mount_device(std::string device) {
+    std::lock_guard lock(mount_device_mu_);
+    mount_device_ = std::move(device);
+  }
+  std::string mount_device() const {
+    std::lock_guard lock(mount_device_mu_);
+    return mount_device_;
+  }
+  mutable std::mutex mount_device_mu_;
+  std::string mount_device_;  // under mount_device_mu_
   // -o max_write=, async_read, …: applied to the connection in init.
   std::unique_ptr<fuse_conn_info_opts, ConnOptsDeleter> conn_opts;
   unsigned max_read = 0;  // -o max_read=, which init must repeat

@@ -29,6 +29,7 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   // change the defaults above, not the rules below.
   if (fs != nullptr) {
     fs->mount_id.store(fuse_mount_id_of(fs->mountpoint), std::memory_order_relaxed);
+    fs->set_mount_device(fuse_mount_device_of(fs->mountpoint));
     fs->proc_is_ours = proc_is_own_namespace();
     if (!fs->proc_is_ours)
       syslog(LOG_WARNING,

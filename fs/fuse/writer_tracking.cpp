@@ -145,41 +145,93 @@ std::string mountinfo_escaped(std::string_view path) {
 
 }  // namespace
 
-std::uint64_t fuse_mount_id(std::string_view text, std::string_view mountpoint) {
-  const std::string wanted = mountinfo_escaped(mountpoint);
-  std::uint64_t found = 0;
+namespace {
+
+// One line of mountinfo: id parent major:minor root mountpoint options
+// [optional…] - fstype source super. nullopt for a line that does not parse
+// or is not FUSE.
+struct FuseMountLine {
+  std::uint64_t id = 0;
+  std::string_view device;
+  std::string_view point;
+};
+
+std::optional<FuseMountLine> fuse_line(std::string_view line) {
+  std::string_view fields[5];
+  std::string_view rest = line;
+  for (auto& field : fields) {
+    const auto sp = rest.find(' ');
+    if (sp == std::string_view::npos) return std::nullopt;
+    field = rest.substr(0, sp);
+    rest.remove_prefix(sp + 1);
+  }
+  const auto dash = line.find(" - ");
+  FuseMountLine out;
+  if (dash == std::string_view::npos || !parse_u64(fields[0], out.id)) return std::nullopt;
+  const std::string_view fstype = line.substr(dash + 3, line.find(' ', dash + 3) - (dash + 3));
+  if (fstype != "fuse" && !fstype.starts_with("fuse.")) return std::nullopt;
+  out.device = fields[2];
+  out.point = fields[4];
+  return out;
+}
+
+template <typename Fn>
+void each_fuse_line(std::string_view text, Fn&& fn) {
   while (!text.empty()) {
     const auto eol = std::min(text.find('\n'), text.size());
     const std::string_view line = text.substr(0, eol);
     text.remove_prefix(std::min(eol + 1, text.size()));
-    // id parent major:minor root mountpoint options [optional…] - fstype source super
-    std::string_view fields[5];
-    std::string_view rest = line;
-    bool complete = true;
-    for (auto& field : fields) {
-      const auto sp = rest.find(' ');
-      if (sp == std::string_view::npos) {
-        complete = false;
-        break;
-      }
-      field = rest.substr(0, sp);
-      rest.remove_prefix(sp + 1);
-    }
-    const auto dash = line.find(" - ");
-    std::uint64_t id = 0;
-    if (!complete || dash == std::string_view::npos || fields[4] != wanted || !parse_u64(fields[0], id))
-      continue;
-    const std::string_view fstype = line.substr(dash + 3, line.find(' ', dash + 3) - (dash + 3));
-    if (fstype == "fuse" || fstype.starts_with("fuse.")) found = id;  // later lines are mounted on top
+    if (auto parsed = fuse_line(line)) fn(*parsed);
   }
+}
+
+}  // namespace
+
+std::uint64_t fuse_mount_id(std::string_view text, std::string_view mountpoint) {
+  const std::string wanted = mountinfo_escaped(mountpoint);
+  std::uint64_t found = 0;
+  each_fuse_line(text, [&](const FuseMountLine& m) {
+    if (m.point == wanted) found = m.id;  // later lines are mounted on top
+  });
   return found;
+}
+
+std::string fuse_mount_device(std::string_view text, std::string_view mountpoint) {
+  const std::string wanted = mountinfo_escaped(mountpoint);
+  std::string found;
+  each_fuse_line(text, [&](const FuseMountLine& m) {
+    if (m.point == wanted) found = std::string(m.device);
+  });
+  return found;
+}
+
+std::vector<std::uint64_t> fuse_mount_ids_of_device(std::string_view text, std::string_view device) {
+  std::vector<std::uint64_t> ids;
+  if (device.empty()) return ids;
+  each_fuse_line(text, [&](const FuseMountLine& m) {
+    if (m.device == device) ids.push_back(m.id);
+  });
+  return ids;
+}
+
+std::vector<std::uint64_t> fuse_mount_ids_seen_by(pid_t tgid, std::string_view device) {
+  if (tgid <= 0 || device.empty()) return {};
+  return fuse_mount_ids_of_device(proc_text(tgid, "mountinfo"), device);
 }
 
 std::uint64_t fuse_mount_id_of(std::string_view mountpoint) {
   return fuse_mount_id(read_text("/proc/self/mountinfo"), mountpoint);
 }
 
+std::string fuse_mount_device_of(std::string_view mountpoint) {
+  return fuse_mount_device(read_text("/proc/self/mountinfo"), mountpoint);
+}
+
 bool process_holds(pid_t tgid, ino_t ino, std::uint64_t mount_id) {
+  return process_holds(tgid, ino, mount_id == 0 ? std::vector<std::uint64_t>{} : std::vector{mount_id});
+}
+
+bool process_holds(pid_t tgid, ino_t ino, const std::vector<std::uint64_t>& mount_ids) {
   if (tgid <= 0 || ino == 0) return false;
   const std::string base = "/proc/" + std::to_string(tgid);
   UniqueFd dir_fd(::open((base + "/fdinfo").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -197,7 +249,8 @@ bool process_holds(pid_t tgid, ino_t ino, std::uint64_t mount_id) {
     if (n <= 0) continue;
     const std::string_view fields(text, static_cast<std::size_t>(n));
     if (line_number(fields, "\nino:") != ino) continue;
-    if (mount_id == 0 || line_number(fields, "\nmnt_id:") == mount_id) {
+    if (mount_ids.empty() ||
+        std::find(mount_ids.begin(), mount_ids.end(), line_number(fields, "\nmnt_id:")) != mount_ids.end()) {
       holds = true;
       break;
     }

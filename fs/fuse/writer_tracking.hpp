@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -80,6 +81,21 @@ std::uint64_t fuse_mount_id_of(std::string_view mountpoint);
 // whose close of its O_CLOEXEC descriptors waits for the FLUSH asking this.
 // Unreadable → false.
 bool process_holds(pid_t tgid, ino_t ino, std::uint64_t mount_id);
+// The same against any of mount_ids (empty: any mount).
+bool process_holds(pid_t tgid, ino_t ino, const std::vector<std::uint64_t>& mount_ids);
+// The device ("major:minor", mountinfo's third field) of the topmost FUSE
+// mount at mountpoint in mountinfo_text; empty when none. Unlike the mount
+// ID it is the same in every mount namespace that sees the mount.
+std::string fuse_mount_device(std::string_view mountinfo_text, std::string_view mountpoint);
+// The IDs of the FUSE mounts of device in mountinfo_text.
+// The same from this process's /proc/self/mountinfo.
+std::string fuse_mount_device_of(std::string_view mountpoint);
+std::vector<std::uint64_t> fuse_mount_ids_of_device(std::string_view mountinfo_text, std::string_view device);
+// The IDs under which process tgid sees the mount of device: its own mount
+// namespace's (a sidecar's app sees the mount propagated into its
+// namespace, under IDs of its own), from /proc/<tgid>/mountinfo, which
+// waits for no exec. Empty when unreadable or device is empty.
+std::vector<std::uint64_t> fuse_mount_ids_seen_by(pid_t tgid, std::string_view device);
 // Whether process tgid has finished exiting (gone from /proc, or a zombie or
 // dead task: its descriptors are all closed), from the State line of
 // /proc/<tgid>/status (stat would wait for a process in exec, see above). A

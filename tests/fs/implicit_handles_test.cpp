@@ -92,6 +92,24 @@ TEST(FuseMountId, TheTopmostFuseMountAtThePathEscapedAsMountinfoDoes) {
   EXPECT_EQ(fuse_mount_id(mountinfo, "/"), 0u);  // not FUSE
   EXPECT_EQ(fuse_mount_id(mountinfo, "/nowhere"), 0u);
   EXPECT_EQ(fuse_mount_id("", "/mnt/other"), 0u);
+  EXPECT_EQ(fuse_mount_device(mountinfo, "/home/u/.cache/my cache"), "0:41");
+  EXPECT_EQ(fuse_mount_device(mountinfo, "/"), "");
+}
+
+// A sidecar's app sees the daemon's mount propagated into its own mount
+// namespace, under other IDs: the device tells them (issue 23, point 3: a
+// killed writer in the app was sealed, its fdinfo's mnt_id never matched).
+TEST(FuseMountId, TheSameMountInAnotherNamespaceIsFoundByItsDevice) {
+  const std::string app_view =
+      "601 590 0:77 / / rw - overlay overlay rw\n"
+      "612 601 8:1 /view /sealfs ro,relatime master:3 - ext4 /dev/sda1 rw\n"
+      "640 612 0:41 / /sealfs/cache rw,nosuid,nodev master:9 - fuse.sealfs /vol/backing rw\n"
+      "641 601 0:42 / /elsewhere rw - fuse.other x rw\n";
+  EXPECT_EQ(fuse_mount_ids_of_device(app_view, "0:41"), std::vector<std::uint64_t>{640});
+  EXPECT_TRUE(fuse_mount_ids_of_device(app_view, "").empty());
+  EXPECT_TRUE(fuse_mount_ids_of_device(app_view, "0:99").empty());
+  const auto own = fuse_mount_ids_seen_by(::getpid(), "0:999999");  // no such device here
+  EXPECT_TRUE(own.empty());
 }
 
 TEST(ImplicitHandles, OneWriterPerInodeUntilItsLastProcessFlushes) {
