@@ -75,7 +75,9 @@ void DeferredSeals::run() {
       return a.second.due < b.second.due;
     });
     if (first->second.due > std::chrono::steady_clock::now()) {
-      cv_.wait_until(lock, first->second.due);
+      // A copy: the item may be taken (run_now, cancel) while this waits.
+      const auto due = first->second.due;
+      cv_.wait_until(lock, due);
       continue;
     }
     Seal seal = std::move(first->second.seal);

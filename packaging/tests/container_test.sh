@@ -297,6 +297,8 @@ check "shared: after a sidecar restart the killed writer's file is still hidden"
 check "shared: the killed writer's file is in quarantine" 1 \
   "$(find "$vol/backing/.sealfs/quarantine" -name victim.bin | wc -l)"
 pm stop -t 30 "$sidecar" >/dev/null
+# The containers that joined the holder's pid namespace go first.
+pm rm -f -t 0 "$app" "$sidecar" >/dev/null 2>&1
 pm rm -f -t 0 "$holder" >/dev/null
 
 phase "done"
