@@ -19,25 +19,8 @@ set -euo pipefail
 SEALFS=${1:-build/release/fs/sealfs}
 RUNS=${2:-5}
 BEFORE=${BEFORE:-}
-WORK=$(mktemp -d /tmp/close_bench.XXXXXX)
-mkdir -p "$WORK"/{plain,bb,bm,sb,sm,pb,pm}
-
-unmount() { fusermount3 -u "$1" 2>/dev/null || umount "$1" 2>/dev/null || true; }
-cleanup() {
-  for m in bm sm pm; do unmount "$WORK/$m"; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-bindfs "$WORK/bb" "$WORK/bm"
-"$SEALFS" -o profile=generic,durability=none "$WORK/sb" "$WORK/sm"
-columns=(plain bm sm)
-names=(plain bindfs sealfs)
-if [[ -n $BEFORE ]]; then
-  "$BEFORE" -o profile=generic,durability=none "$WORK/pb" "$WORK/pm"
-  columns+=(pm)
-  names+=(before)
-fi
+source "$(dirname "$0")/bench_mounts.sh"
+bench_mounts close_bench "$SEALFS"
 
 # µs per create+write+close of 200 files, holding $2 other descriptors.
 one_run() {

@@ -17,27 +17,10 @@ SEALFS=${1:-build/release/fs/sealfs}
 RUNS=${2:-3}
 SIZE=${3:-200}
 BEFORE=${BEFORE:-}
-WORK=$(mktemp -d /tmp/reclose_bench.XXXXXX)
-mkdir -p "$WORK"/{plain,bb,bm,sb,sm,pb,pm}
-
-unmount() { fusermount3 -u "$1" 2>/dev/null || umount "$1" 2>/dev/null || true; }
-cleanup() {
-  for m in bm sm pm; do unmount "$WORK/$m"; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-bindfs "$WORK/bb" "$WORK/bm"
-"$SEALFS" -o profile=generic,durability=none "$WORK/sb" "$WORK/sm"
-columns=(plain bm sm)
-names=(plain bindfs sealfs)
+source "$(dirname "$0")/bench_mounts.sh"
+bench_mounts reclose_bench "$SEALFS"
 backing=("" "" "$WORK/sb")
-if [[ -n $BEFORE ]]; then
-  "$BEFORE" -o profile=generic,durability=none "$WORK/pb" "$WORK/pm"
-  columns+=(pm)
-  names+=(before)
-  backing+=("$WORK/pb")
-fi
+[[ -z $BEFORE ]] || backing+=("$WORK/pb")
 
 # One run: seconds from the first write to the file being sealed (sidecar
 # with the final digest) on sealfs, or to the last close elsewhere.

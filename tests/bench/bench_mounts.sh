@@ -1,0 +1,26 @@
+# Sourced by the close benchmarks: the same three (or four) directories in
+# one run, so every figure is a ratio within it. Sets WORK, columns and
+# names: plain (a plain directory), bm (bindfs over bb), sm (sealfs over sb,
+# durability=none so publish fsyncs hide nothing) and, with BEFORE=BINARY,
+# pm (another sealfs build over pb). Unmounts and removes WORK at exit.
+# Usage: bench_mounts NAME SEALFS_BINARY
+bench_mounts() {
+  WORK=$(mktemp -d "/tmp/$1.XXXXXX")
+  mkdir -p "$WORK"/{plain,bb,bm,sb,sm,pb,pm}
+  trap bench_cleanup EXIT
+  bindfs "$WORK/bb" "$WORK/bm"
+  "$2" -o profile=generic,durability=none "$WORK/sb" "$WORK/sm"
+  columns=(plain bm sm)
+  names=(plain bindfs sealfs)
+  if [[ -n ${BEFORE:-} ]]; then
+    "$BEFORE" -o profile=generic,durability=none "$WORK/pb" "$WORK/pm"
+    columns+=(pm)
+    names+=(before)
+  fi
+}
+
+bench_unmount() { fusermount3 -u "$1" 2>/dev/null || umount "$1" 2>/dev/null || true; }
+bench_cleanup() {
+  for m in bm sm pm; do bench_unmount "$WORK/$m"; done
+  rm -rf "$WORK"
+}
