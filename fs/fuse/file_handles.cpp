@@ -192,6 +192,9 @@ void flush_implicit(Filesystem& fs, fuse_ino_t ino, pid_t tid) {
     if (inode == nullptr) return false;
     // The closer may see the mount from another mount namespace (a
     // sidecar's app), under IDs of its own: matched by the mount's device.
+    // Read for every closer: asking first whether it shares the daemon's
+    // mount namespace (a stat of /proc/<pid>/ns/mnt) waits for a process in
+    // exec, and ExecWithAWriteDescriptor hung with it (tried, reverted).
     auto ids = fuse_mount_ids_seen_by(group, fs.mount_device());
     const std::uint64_t own = fs.mount_id.load(std::memory_order_relaxed);
     if (ids.empty() && own != 0) ids.push_back(own);  // still empty: by inode alone
