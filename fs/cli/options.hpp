@@ -34,9 +34,11 @@ struct MountOptions : BackingOptions {
   bool debug = false;
   bool allow_other = false;
   bool read_only = false;  // -o ro: the superblock is read-only (no writes, no R4)
-  // OPEN answered ENOSYS (fs/README.md "Without OPEN"): the default, and
-  // implied by ro; -o keep_open asks for OPEN and RELEASE as before.
-  bool no_open = true;
+  // OPEN answered ENOSYS (fs/README.md "Without OPEN"): -o no_open, and
+  // implied by ro. A read-write mount keeps OPEN and RELEASE by default
+  // (-o keep_open): RELEASE tells a writer's last close exactly, at no cost
+  // per descriptor the writer holds (issue 23 point 7).
+  bool no_open = false;
   // OPENDIR answered ENOSYS (fs/README.md "Without OPENDIR"): the default;
   // -o keep_opendir lists the directory in the store at every opendir.
   bool no_opendir = true;

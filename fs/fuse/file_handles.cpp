@@ -103,9 +103,42 @@ Result<std::shared_ptr<FileHandle>> implicit_reader(Filesystem& fs, const InodeR
   // checked at every READ) on a connection without OPEN; near the
   // descriptor limit, or while the file is in progress, one is made for
   // this use only.
-  const bool keep = fs.no_open && !fs.descriptors_low() && !fs.writers.in_progress(inode->dev, inode->ino);
+  const bool keep = (fs.no_open || fs.shared_read_opens) && !fs.descriptors_low() &&
+                    !fs.writers.in_progress(inode->dev, inode->ino);
   return keep ? fs.implicit.reader(inode->id, [&] { return make_reader(fs, inode); })
               : make_reader(fs, inode);
+}
+
+bool shared_reader_fresh(Filesystem& fs, const InodeRef& inode) {
+  if (!fs.shared_read_opens || fs.writers.in_progress(inode->dev, inode->ino)) return false;
+  auto reader = fs.implicit.reader(inode->id, [&]() -> Result<std::shared_ptr<FileHandle>> {
+    // A new kept reader takes a descriptor: not near the limit (the full
+    // path then answers as it does for any open).
+    if (fs.descriptors_low()) return make_error(ENFILE, "descriptors low");
+    return make_reader(fs, inode);
+  });
+  if (!reader || !(*reader)->sealed_read) return false;
+  FileHandle& handle = **reader;
+  auto st = fs.store->attributes(handle.fd.get());
+  bool fresh = false;
+  if (st) {
+    std::lock_guard lock(handle.stamp_mu);
+    // A stamp under a second old does not yet vouch for the content (a
+    // same-size rewrite in the same tick keeps it): the full path checks.
+    fresh = Stamp::of(*st) == handle.verified && !handle.verified.too_recent();
+  }
+  if (!fresh) fs.implicit.forget(inode->id);
+  return fresh;
+}
+
+bool keep_as_reader(Filesystem& fs, const InodeRef& inode, const std::shared_ptr<FileHandle>& handle) {
+  if (!fs.shared_read_opens || !handle->sealed_read || fs.descriptors_low() ||
+      fs.writers.in_progress(inode->dev, inode->ino))
+    return false;
+  fs.implicit.forget(inode->id);  // an older reader, whose stamp did not hold
+  // A racing READ or OPEN may have kept another reader meanwhile: it was
+  // verified too, and serves as well.
+  return fs.implicit.reader(inode->id, [&]() -> Result<std::shared_ptr<FileHandle>> { return handle; }).ok();
 }
 
 HandleInUse implicit_writer_of(Filesystem& fs, fuse_ino_t ino) {

@@ -82,8 +82,22 @@ void finish_handle(Filesystem& fs, FileHandle& handle);
 
 // A read handle of inode opened after the store judged it, with the stamp
 // it was verified at (sealed_read, verified): kept for later READs with fh 0
-// on a connection without OPEN, else made for the caller alone.
+// (without OPEN, or after an OPEN answered by shared_reader_fresh), else made
+// for the caller alone.
 Result<std::shared_ptr<FileHandle>> implicit_reader(Filesystem& fs, const InodeRef& inode);
+
+// Whether a read-only OPEN of inode may be answered fh 0, its READs then
+// served by the inode's kept reader as without OPEN: a sealed file no one
+// writes, whose kept reader still has the stamp it was verified at (one
+// fstat). A reader whose stamp moved is dropped, and the OPEN takes the full
+// path (Store::open_file re-judges: damage behind the mount is a miss at
+// this open, as with a handle of its own).
+bool shared_reader_fresh(Filesystem& fs, const InodeRef& inode);
+// After a full read OPEN of a sealed file: handle (just verified) becomes the
+// inode's kept reader, so that the OPEN can be answered fh 0 and hold no
+// descriptor of its own. False when it cannot be kept (the file is being
+// written, descriptors are low, kept readers are off).
+bool keep_as_reader(Filesystem& fs, const InodeRef& inode, const std::shared_ptr<FileHandle>& handle);
 
 // R2: whether a READ on a sealed file's handle may serve its bytes (0: the
 // backing file still has the stamp verified, or verifies again), else the

@@ -64,6 +64,39 @@ void reply_created_implicit(fuse_req_t req, Filesystem& fs, const fuse_entry_par
   }
 }
 
+// The handle of an OPEN. Every READ of a read handle checks the backing
+// stamp (R2). The inode's kind is that of its last lookup, which a publish
+// by rename does not renew (a file published from tmp/ still says
+// volatile), so the check does not depend on it.
+std::shared_ptr<FileHandle> opened_handle(Filesystem& fs, const InodeRef& inode, UniqueFd fd, int flags,
+                                          bool tracked) {
+  auto handle = std::make_shared<FileHandle>();
+  handle->fd = std::move(fd);
+  handle->inode = inode;
+  if (tracked) {
+    handle->opened_as = inode->path_fd();
+    handle->opened_at = inode->last_seen();
+  }
+  handle->tracked = tracked;
+  handle->changed = tracked && (flags & O_TRUNC) != 0;
+  if (!opens_for_write(flags)) {
+    auto st = fs.store->attributes(handle->fd.get());
+    handle->sealed_read = st.ok() && S_ISREG(st->st_mode);
+    if (st) handle->verified = Stamp::of(*st);
+  }
+  return handle;
+}
+
+// A read OPEN served by the inode's kept reader (file_handles.hpp
+// shared_reader_fresh, keep_as_reader): fh 0, so its READs go where they go
+// without OPEN, the page cache kept and no FLUSH at close.
+void reply_open_shared(fuse_req_t req, fuse_file_info* fi) {
+  fi->fh = 0;
+  fi->keep_cache = 1;
+  fi->noflush = 1;
+  fuse_reply_open(req, fi);
+}
+
 }  // namespace
 
 void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
@@ -110,14 +143,19 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (fs.no_open) return (void)fuse_reply_err(req, ENOSYS);
     InodeRef inode = inode_or_reply(req, ino);
     if (!inode) return;
-    if (fs.descriptors_low()) return (void)fuse_reply_err(req, ENFILE);
     const int flags = fi->flags & ~(O_CREAT | O_EXCL | O_NOCTTY);
     const bool writer = opens_for_write(flags);
     const ObjectKind kind = inode->kind;
+    // A warm load: the inode's kept reader serves it (fh 0, no FLUSH, the
+    // page cache kept), so an open costs one fstat and no descriptor.
+    if (!writer && kind != ObjectKind::in_progress && shared_reader_fresh(fs, inode))
+      return reply_open_shared(req, fi);
+    if (fs.descriptors_low()) return (void)fuse_reply_err(req, ENFILE);
     const bool tracked =
         writer && fs.store->writes_tracked(inode->path_fd()->get(), kind, inode->last_seen().hint());
     if (tracked && !writer_seen(fs, fuse_req_ctx(req)->pid))
       return refuse_unseen_writer(req, fs, fuse_req_ctx(req)->pid);
+    if (writer) fs.implicit.forget(inode->id);  // its kept reader's stamp is about to go stale
     auto fd = open_tracked(fs, *inode, flags, tracked);
     // The kernel resolved the name to this inode before it was replaced or
     // unlinked (R6 swaps, link-then-unlink). ESTALE makes the VFS redo the
@@ -125,24 +163,8 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     // ENOENT itself; a native filesystem would never say ENOENT here.
     if (!fd && fd.code() == ENOENT) return (void)fuse_reply_err(req, ESTALE);
     if (!fd) return reply_error(req, fd.error());
-    auto handle = std::make_shared<FileHandle>();
-    handle->fd = std::move(*fd);
-    handle->inode = inode;
-    if (tracked) {
-      handle->opened_as = inode->path_fd();
-      handle->opened_at = inode->last_seen();
-    }
-    handle->tracked = tracked;
-    handle->changed = tracked && (flags & O_TRUNC) != 0;
-    // Every READ of a read handle checks the backing stamp (R2). The inode's
-    // kind is that of its last lookup, which a publish by rename does not
-    // renew (a file published from tmp/ still says volatile), so the check
-    // does not depend on it.
-    if (!writer) {
-      auto st = fs.store->attributes(handle->fd.get());
-      handle->sealed_read = st.ok() && S_ISREG(st->st_mode);
-      if (st) handle->verified = Stamp::of(*st);
-    }
+    auto handle = opened_handle(fs, inode, std::move(*fd), flags, tracked);
+    if (!writer && keep_as_reader(fs, inode, handle)) return reply_open_shared(req, fi);
     fi->fh = fs.files.add(handle);
     // Keep the page cache across read opens: what it holds was served by
     // the checks above, and the adapter drops it when it sees a change it did

@@ -102,6 +102,11 @@ struct Filesystem {
   // hashes at every open, or the kernel cannot run without OPEN): see
   // fs/README.md "Without OPEN".
   bool no_open = false;
+  // With OPEN, a read-only open of a sealed file whose inode's shared reader
+  // (implicit) still has its verified stamp is answered fh 0 and served by
+  // that reader, as without OPEN: no descriptor, no check beyond one fstat
+  // (file_handles.hpp shared_reader_fresh). Off for verify=always.
+  bool shared_read_opens = true;
   // OPENDIR is answered ENOSYS (the default; -o keep_opendir): see
   // fs/README.md "Without OPENDIR".
   bool no_opendir = false;

@@ -183,6 +183,7 @@ bool open_backing(Filesystem& fs, const cli::MountOptions& options, Profile prof
   fs.max_read = options.max_read;
   // verify=always hashes at every open: it keeps OPEN.
   fs.no_open = (options.no_open || options.read_only) && options.verify != VerifyMode::always;
+  fs.shared_read_opens = options.verify != VerifyMode::always;
   if (char* real = ::realpath(options.mountpoint.c_str(), nullptr)) {
     fs.mountpoint = real;
     std::free(real);

@@ -108,8 +108,10 @@ TEST(MountOptionsTest, AtimeOptionsAreHonouredOrRefused) {
 
 TEST(MountOptionsTest, NoOpenAndReadOnlyAreRecorded) {
   MountOptions o;
-  EXPECT_TRUE(o.no_open) << "no OPEN round trip is the default";
+  EXPECT_FALSE(o.no_open) << "OPEN and RELEASE by default: a writer's last close is exact";
   EXPECT_FALSE(o.read_only);
+  ASSERT_TRUE(apply_option_list("no_open", o));
+  EXPECT_TRUE(o.no_open);
   ASSERT_TRUE(apply_option_list("keep_open", o));
   EXPECT_FALSE(o.no_open);
   EXPECT_EQ(fuse_option_string(o).find("keep_open"), std::string::npos);

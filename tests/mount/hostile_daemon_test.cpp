@@ -75,12 +75,13 @@ TEST(HostileDaemon, RunningOutOfDescriptorsIsNotDamage) {
   EXPECT_EQ(quarantined_files(mount), std::vector<std::string>{}) << mount.log();
 }
 
-// 1b. Callers' opens cannot use up the daemon's descriptors. With OPEN
-// (-o keep_open) each open holds one: past a headroom they are refused with
-// ENFILE, and verification still works.
+// 1b. Callers' opens cannot use up the daemon's descriptors. Where each open
+// holds one (verify=always: every open is checked on a handle of its own,
+// no kept reader), past a headroom they are refused with ENFILE, and
+// verification still works.
 TEST(HostileDaemon, CallersOpensLeaveHeadroomForVerification) {
   SEALFS_REQUIRE_FUSE();
-  Mount mount(MountConfig::with({"profile=tilelang", "cache_timeout=0", "keep_open"}));
+  Mount mount(MountConfig::with({"profile=tilelang", "cache_timeout=0", "keep_open", "verify=always"}));
   ASSERT_TRUE(mount.ok()) << mount.error();
   publish_entry(mount, "entry");
   publish_entry(mount, "other");
@@ -109,10 +110,11 @@ TEST(HostileDaemon, CallersOpensLeaveHeadroomForVerification) {
   EXPECT_EQ(quarantined_files(mount), std::vector<std::string>{});
 }
 
-// 1c. Without OPEN (the default) a caller's open costs the daemon no
-// descriptor at all: more opens than its limit are held, none refused, and
-// verification and reads still work.
-TEST(HostileDaemon, WithoutOpenCallersOpensCostTheDaemonNothing) {
+// 1c. A read open of a sealed file costs the daemon no descriptor at all
+// (by default OPEN is answered fh 0 and served by the inode's kept reader;
+// with -o no_open no OPEN comes): more opens than its limit are held, none
+// refused, and verification and reads still work.
+TEST(HostileDaemon, ReadOpensCostTheDaemonNothing) {
   SEALFS_REQUIRE_FUSE();
   Mount mount(MountConfig::with({"profile=tilelang", "cache_timeout=0"}));
   ASSERT_TRUE(mount.ok()) << mount.error();

@@ -97,8 +97,8 @@ TEST_P(ExecWithAWriteDescriptor, IsNotHeldUpAndTheFileIsSealed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(NoOpenAndOpen, ExecWithAWriteDescriptor,
-                         ::testing::Values("cache_timeout=1", "cache_timeout=1,keep_open"),
-                         [](const auto& param) { return param.index == 0 ? "NoOpen" : "KeepOpen"; });
+                         ::testing::Values("cache_timeout=1,no_open", "cache_timeout=1"),
+                         [](const auto& param) { return param.index == 0 ? "NoOpen" : "Open"; });
 
 TEST(ReadOnlyMount, ServesASavedStoreAndRefusesWrites) {
   SEALFS_REQUIRE_FUSE();

@@ -94,8 +94,8 @@ TEST_P(Reclose, TheUnmountSealsWhatWaits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(NoOpenAndOpen, Reclose,
-                         ::testing::Values("cache_timeout=1", "cache_timeout=1,keep_open"),
-                         [](const auto& param) { return param.index == 0 ? "NoOpen" : "KeepOpen"; });
+                         ::testing::Values("cache_timeout=1,no_open", "cache_timeout=1"),
+                         [](const auto& param) { return param.index == 0 ? "NoOpen" : "Open"; });
 
 }  // namespace
 }  // namespace sealfs::test

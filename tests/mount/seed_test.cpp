@@ -178,7 +178,7 @@ void expect_gone_at_once_and_repaired(const Mount& mount) {
 
 // With a long cache timeout the kernel keeps sealed entries and their
 // attributes; damage found behind its back must still never be served. With
-// OPEN (-o keep_open) the next open checks the stamp: a miss at once.
+// OPEN (the default, -o keep_open) the next open checks the stamp: a miss at once.
 TEST(SeedScenarioLongCache, DamageIsNotServedFromKernelCaches) {
   SEALFS_REQUIRE_FUSE();
   Mount mount(MountConfig::with({"profile=tilelang,cache_timeout=600,keep_open"}));
@@ -190,7 +190,7 @@ TEST(SeedScenarioLongCache, DamageIsNotServedFromKernelCaches) {
   expect_gone_at_once_and_repaired(mount);
 }
 
-// The same without OPEN (the default): the kernel keeps the entry, its
+// The same without OPEN (-o no_open): the kernel keeps the entry, its
 // attributes and its pages, and no open reaches the daemon, so damage behind
 // its back is not noticed before the timeout (R9), but it is never served
 // (R2). A load in between gets the verified bytes the kernel holds; a READ
@@ -198,7 +198,7 @@ TEST(SeedScenarioLongCache, DamageIsNotServedFromKernelCaches) {
 // damage found then hides the entry at once, and a save repairs it.
 TEST(SeedScenarioLongCache, WithoutOpenDamageIsNeverServed) {
   SEALFS_REQUIRE_FUSE();
-  Mount mount(MountConfig::with({"profile=tilelang,cache_timeout=600"}));
+  Mount mount(MountConfig::with({"profile=tilelang,cache_timeout=600,no_open"}));
   save_and_load_into_kernel_caches(mount);
   ASSERT_FALSE(HasFatalFailure());
   const std::string lib_m = mount.m(std::string(kEntry) + "/kernel_lib.so");

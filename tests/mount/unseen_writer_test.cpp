@@ -83,8 +83,8 @@ TEST_P(UnseenWriter, InPlaceWritesAreRefusedAndRenamePublishWorks) {
   EXPECT_EQ(daemon_counter(again, "unseen_writes_refused"), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(NoOpenAndOpen, UnseenWriter, ::testing::Values("", ",keep_open"),
-                         [](const auto& param) { return param.index == 0 ? "NoOpen" : "KeepOpen"; });
+INSTANTIATE_TEST_SUITE_P(NoOpenAndOpen, UnseenWriter, ::testing::Values(",no_open", ""),
+                         [](const auto& param) { return param.index == 0 ? "NoOpen" : "Open"; });
 
 }  // namespace
 }  // namespace sealfs::test
