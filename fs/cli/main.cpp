@@ -10,6 +10,7 @@
 
 #include "fs/cli/commands.hpp"
 #include "fs/cli/options.hpp"
+#include "fs/cli/version.hpp"
 #include "fs/fuse/session.hpp"
 
 namespace {
@@ -119,6 +120,8 @@ int dispatch(Parsed& p) {
 int run(int argc, char** argv) {
   CLI::App app{"sealfs: a FUSE filesystem that shows only cache entries whose manifest verifies", "sealfs"};
   app.require_subcommand(0, 1);
+  app.set_version_flag("--version", sealfs::cli::version_text,
+                       "print the version, the commit built from, and the libfuse and OpenSSL linked");
   Parsed parsed;
   add_mount_form(app, parsed);
   add_subcommands(app, parsed);
@@ -127,6 +130,8 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "sealfs: " << e.what() << "\n";

@@ -157,6 +157,10 @@ for dep in $(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/|.*//; s/(.*)//; 
     fail "dependency $dep is not installed"
 done
 echo "ok   installed; apt pulled only the Depends closure ($(echo "$pulled" | wc -l) packages)"
+installed_version=$(in_root sealfs --version) || fail "sealfs --version failed: $installed_version"
+[ "$(echo "$installed_version" | sed -n 1p)" = "sealfs $version" ] ||
+  fail "the installed sealfs --version says '$(echo "$installed_version" | sed -n 1p)', the package is $version"
+echo "ok   sealfs --version of the installed binary: $(echo $installed_version)"
 
 # ---- 4. a mount in the chroot --------------------------------------------------
 phase "a sealfs mount in the chroot"
