@@ -43,6 +43,8 @@ struct Parsed {
   std::string status_mountpoint;
   std::string status_format = "json";
   std::string cuda_mode = "structural";
+  std::string cuda_format = "text";
+  bool cuda_verbose = false;
   std::vector<std::string> cuda_files;
   CLI::App* fsck = nullptr;
   CLI::App* adopt = nullptr;
@@ -83,6 +85,8 @@ void add_subcommands(CLI::App& app, Parsed& p) {
 
   p.cuda = app.add_subcommand("cuda-check", "validate CUDA images in .so/.cubin/.fatbin/.ptx files");
   p.cuda->add_option("--mode", p.cuda_mode, "structural (default) or driver");
+  p.cuda->add_option("--format", p.cuda_format, "text (default) or json");
+  p.cuda->add_flag("-v,--verbose", p.cuda_verbose, "list every image rather than a count per architecture");
   p.cuda->add_option("files", p.cuda_files, "files to check")->required();
 }
 
@@ -105,7 +109,9 @@ int dispatch(Parsed& p) {
                                   ::isatty(STDERR_FILENO) != 0);
   }
   if (*p.status) return sealfs::cli::run_status(p.status_mountpoint, p.status_format, std::cout, std::cerr);
-  if (*p.cuda) return sealfs::cli::run_cuda_check(p.cuda_files, p.cuda_mode, std::cout, std::cerr);
+  if (*p.cuda)
+    return sealfs::cli::run_cuda_check(p.cuda_files, p.cuda_mode, std::cout, std::cerr,
+                                       {.format = p.cuda_format, .verbose = p.cuda_verbose});
 
   if (p.mount.backing.empty() || p.mount.mountpoint.empty()) {
     std::cerr << "sealfs: usage: sealfs [-f] [-d] [-o OPT[,OPT...]] BACKING MOUNTPOINT (see sealfs --help)\n";
