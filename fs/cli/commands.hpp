@@ -51,6 +51,16 @@ struct CudaCheckReport {
 int run_cuda_check(const std::vector<std::string>& files, std::string_view mode, std::ostream& out,
                    std::ostream& err, const CudaCheckReport& report = {});
 
+// `-o remount` is among the -o lists: the mount form is mount(8)'s remount
+// (through mount.fuse3), not a new mount.
+bool is_remount(const std::vector<std::string>& lists);
+
+// `sealfs BACKING MOUNTPOINT -o remount,ro|rw,…` (remount.cpp): flips the
+// running mount's superblock between read-only and read-write and tells its
+// daemon; the other options are checked and left as they are. 0 done, 1
+// refused or failed (one line on err saying what to do instead).
+int run_remount(const std::string& mountpoint, const std::vector<std::string>& lists, std::ostream& err);
+
 // The store opened on B without a mount, for fsck and adopt (offline.cpp);
 // problems are written to err.
 Result<std::unique_ptr<Store>> open_offline_store(const BackingOptions& options, std::ostream& err);

@@ -117,6 +117,8 @@ int dispatch(Parsed& p) {
     std::cerr << "sealfs: usage: sealfs [-f] [-d] [-o OPT[,OPT...]] BACKING MOUNTPOINT (see sealfs --help)\n";
     return 1;
   }
+  if (sealfs::cli::is_remount(p.mount_lists))
+    return sealfs::cli::run_remount(p.mount.mountpoint, p.mount_lists, std::cerr);
   if (!apply_lists(p.mount_lists, p.mount)) return 1;
   for (const auto& note : p.mount.notes) std::cerr << "sealfs: " << note << "\n";
   if (p.mount.debug) p.mount.foreground = true;
