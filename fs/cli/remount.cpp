@@ -133,7 +133,7 @@ std::string sealfs_mountpoint(const std::string& given, std::ostream& err) {
     err << "sealfs: remount: " << given << ": " << std::strerror(errno) << "\n";
     return {};
   }
-  const std::string path(real);
+  std::string path(real);
   std::free(real);
   const std::string type = mount_type(path);
   if (type != "fuse.sealfs") {
