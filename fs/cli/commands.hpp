@@ -34,11 +34,32 @@ int run_fsck(const BackingOptions& options, bool repair, std::ostream& out, std:
 int run_adopt(const BackingOptions& options, const std::vector<std::string>& paths, bool resign,
               std::ostream& out, std::ostream& err, bool err_is_terminal = false);
 
-// `sealfs cuda-check FILE…`: one line per file on out, problems on err.
+// How `sealfs cuda-check` reports: format "text" (default) or "json";
+// verbose lists every image rather than counting them per architecture.
+struct CudaCheckReport {
+  std::string_view format = "text";
+  bool verbose = false;
+};
+
+// `sealfs cuda-check FILE…`: per file on out, a summary (verdict, images
+// counted per architecture and kind, the first problem found), every image
+// with verbose; "json": one array of the same for all files. A file that
+// cannot be read is said on err (and in the JSON as verdict "error").
 // Exit code: 0 all sound (a library without CUDA images is sound), 1 any
-// broken, 2 usage errors (bad mode, no files, a file that cannot be read).
+// broken, 2 usage errors (bad mode or format, no files, a file that cannot
+// be read).
 int run_cuda_check(const std::vector<std::string>& files, std::string_view mode, std::ostream& out,
-                   std::ostream& err);
+                   std::ostream& err, const CudaCheckReport& report = {});
+
+// `-o remount` is among the -o lists: the mount form is mount(8)'s remount
+// (through mount.fuse3), not a new mount.
+bool is_remount(const std::vector<std::string>& lists);
+
+// `sealfs BACKING MOUNTPOINT -o remount,ro|rw,…` (remount.cpp): flips the
+// running mount's superblock between read-only and read-write and tells its
+// daemon; the other options are checked and left as they are. 0 done, 1
+// refused or failed (one line on err saying what to do instead).
+int run_remount(const std::string& mountpoint, const std::vector<std::string>& lists, std::ostream& err);
 
 // The store opened on B without a mount, for fsck and adopt (offline.cpp);
 // problems are written to err.

@@ -10,6 +10,7 @@
 
 #include "fs/cli/commands.hpp"
 #include "fs/cli/options.hpp"
+#include "fs/cli/version.hpp"
 #include "fs/fuse/session.hpp"
 
 namespace {
@@ -42,6 +43,8 @@ struct Parsed {
   std::string status_mountpoint;
   std::string status_format = "json";
   std::string cuda_mode = "structural";
+  std::string cuda_format = "text";
+  bool cuda_verbose = false;
   std::vector<std::string> cuda_files;
   CLI::App* fsck = nullptr;
   CLI::App* adopt = nullptr;
@@ -82,6 +85,8 @@ void add_subcommands(CLI::App& app, Parsed& p) {
 
   p.cuda = app.add_subcommand("cuda-check", "validate CUDA images in .so/.cubin/.fatbin/.ptx files");
   p.cuda->add_option("--mode", p.cuda_mode, "structural (default) or driver");
+  p.cuda->add_option("--format", p.cuda_format, "text (default) or json");
+  p.cuda->add_flag("-v,--verbose", p.cuda_verbose, "list every image rather than a count per architecture");
   p.cuda->add_option("files", p.cuda_files, "files to check")->required();
 }
 
@@ -104,12 +109,16 @@ int dispatch(Parsed& p) {
                                   ::isatty(STDERR_FILENO) != 0);
   }
   if (*p.status) return sealfs::cli::run_status(p.status_mountpoint, p.status_format, std::cout, std::cerr);
-  if (*p.cuda) return sealfs::cli::run_cuda_check(p.cuda_files, p.cuda_mode, std::cout, std::cerr);
+  if (*p.cuda)
+    return sealfs::cli::run_cuda_check(p.cuda_files, p.cuda_mode, std::cout, std::cerr,
+                                       {.format = p.cuda_format, .verbose = p.cuda_verbose});
 
   if (p.mount.backing.empty() || p.mount.mountpoint.empty()) {
     std::cerr << "sealfs: usage: sealfs [-f] [-d] [-o OPT[,OPT...]] BACKING MOUNTPOINT (see sealfs --help)\n";
     return 1;
   }
+  if (sealfs::cli::is_remount(p.mount_lists))
+    return sealfs::cli::run_remount(p.mount.mountpoint, p.mount_lists, std::cerr);
   if (!apply_lists(p.mount_lists, p.mount)) return 1;
   for (const auto& note : p.mount.notes) std::cerr << "sealfs: " << note << "\n";
   if (p.mount.debug) p.mount.foreground = true;
@@ -119,6 +128,8 @@ int dispatch(Parsed& p) {
 int run(int argc, char** argv) {
   CLI::App app{"sealfs: a FUSE filesystem that shows only cache entries whose manifest verifies", "sealfs"};
   app.require_subcommand(0, 1);
+  app.set_version_flag("--version", sealfs::cli::version_text,
+                       "print the version, the commit built from, and the libfuse and OpenSSL linked");
   Parsed parsed;
   add_mount_form(app, parsed);
   add_subcommands(app, parsed);
@@ -127,6 +138,8 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "sealfs: " << e.what() << "\n";

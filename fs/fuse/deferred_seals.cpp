@@ -44,6 +44,15 @@ void DeferredSeals::run_now(Key key) {
   seal();
 }
 
+void DeferredSeals::run_all() {
+  std::map<Key, Item> due;
+  {
+    std::lock_guard lock(mu_);
+    due.swap(items_);
+  }
+  for (auto& [key, item] : due) item.seal();
+}
+
 void DeferredSeals::stop() {
   {
     std::lock_guard lock(mu_);

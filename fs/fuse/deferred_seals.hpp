@@ -48,6 +48,8 @@ class DeferredSeals {
   bool cancel(Key key);
   // Runs key's waiting seal now, in this thread; nothing when none waits.
   void run_now(Key key);
+  // Runs every waiting seal now, in this thread (a remount read-only).
+  void run_all();
   // Runs every waiting seal and ends the thread (the unmount).
   void stop();
   std::size_t waiting() const;

@@ -111,6 +111,9 @@ struct Filesystem {
   // fs/README.md "Without OPENDIR".
   bool no_opendir = false;
   bool read_only = false;  // -o ro: FLUSH answered ENOSYS too
+  // Remounted read-only (`mount -o remount,ro`, remount.hpp); the kernel
+  // itself refuses every write while the superblock is read-only.
+  std::atomic<bool> remounted_ro{false};
   // /proc is the proc of the daemon's pid namespace (read at init): the
   // pids the kernel sends can be read there (writer_visible).
   bool proc_is_ours = true;

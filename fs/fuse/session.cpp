@@ -160,7 +160,31 @@ void install_fault_hook(StoreOptions& options) {
 
 // Whatever can be checked before anything is opened: the profile loads and
 // the mountpoint is a directory.
+// Whether fusermount3 can be run as libfuse runs it without root: from
+// /usr/bin (the FUSERMOUNT_DIR Debian's libfuse3 is built with, also the
+// copy a wheel vendors), else from PATH.
+bool fusermount3_found() {
+  if (::access("/usr/bin/fusermount3", X_OK) == 0) return true;
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "";
+  while (!dirs.empty()) {
+    const auto colon = dirs.find(':');
+    const std::string dir(dirs.substr(0, colon));
+    if (!dir.empty() && ::access((dir + "/fusermount3").c_str(), X_OK) == 0) return true;
+    dirs = colon == std::string_view::npos ? std::string_view() : dirs.substr(colon + 1);
+  }
+  return false;
+}
+
 Result<Profile> check_before_mount(const cli::MountOptions& options, std::ostream& err) {
+  // Without root the mount goes through the setuid fusermount3 (pip
+  // installs, issue 27): say which package has it rather than libfuse's
+  // "failed to exec fusermount3".
+  if (::geteuid() != 0 && !fusermount3_found()) {
+    err << "sealfs: fusermount3 not found (in /usr/bin or PATH); a mount without root needs it: install the "
+           "fuse3 package (apt install fuse3, dnf install fuse3, zypper install fuse3)\n";
+    return make_error(ENOENT, "fusermount3");
+  }
   auto profile = resolve_profile(options.profile);
   if (!profile) {
     err << "sealfs: profile " << options.profile << ": " << profile.error().message << "\n";

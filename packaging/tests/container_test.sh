@@ -2,7 +2,10 @@
 # The sidecar image under podman, for real (rootful, runc):
 #  1. the base image is made locally (mmdebstrap | podman import; no registry)
 #     unless it is there already, and the image is built from
-#     packaging/container/Dockerfile;
+#     packaging/container/Dockerfile; its /usr/bin/sealfs passes the .deb's
+#     hardening check (hardening_check.sh: PIE, RELRO, BIND_NOW, stack
+#     protector, fortify, stripped) and its --version names the project's
+#     version and the commit it was built from;
 #  2. the sidecar mounts the view over the backing directory of a shared host
 #     directory; an "app" container (uid 1000, given only the view with rslave
 #     propagation) publishes an entry by TileLang's protocol and loads it;
@@ -22,12 +25,14 @@
 # mmdebstrap; with CI=true that fails.
 # usage: container_test.sh SOURCE_DIR
 # Environment: SEALFS_CONTAINER_BASE (default localhost/debian:12), the image
-# both stages start from; made with mmdebstrap when missing.
+# both stages start from; made with mmdebstrap when missing;
+# SEALFS_CONTAINER_IMAGE (default localhost/sealfs:container-test), the tag
+# the image is built under.
 set -u
 
 source_dir=$(realpath "${1:?usage: container_test.sh SOURCE_DIR}")
 base=${SEALFS_CONTAINER_BASE:-localhost/debian:12}
-image=localhost/sealfs:container-test
+image=${SEALFS_CONTAINER_IMAGE:-localhost/sealfs:container-test}
 
 missing=""
 [ "$(id -u)" = 0 ] || missing="$missing root"
@@ -70,16 +75,34 @@ if ! pm image exists "$base"; then
     die "mmdebstrap | podman import $base"
 fi
 phase "podman build"
+commit=$(git -C "$source_dir" rev-parse --verify -q HEAD 2>/dev/null)
+[ -z "$commit" ] || git -C "$source_dir" diff --quiet HEAD 2>/dev/null || commit="$commit-modified"
 build_log=$(mktemp)
 if ! pm build "${limits[@]}" -f "$source_dir/packaging/container/Dockerfile" \
        --ignorefile "$source_dir/packaging/container/Dockerfile.dockerignore" \
-       --build-arg BASE="$base" --build-arg RUNTIME_BASE="$base" \
+       --build-arg BASE="$base" --build-arg RUNTIME_BASE="$base" --build-arg SEALFS_COMMIT="$commit" \
        -t "$image" "$source_dir" >"$build_log" 2>&1; then
   tail -40 "$build_log"
   rm -f "$build_log"
   die "podman build"
 fi
 rm -f "$build_log"
+
+# The image's binary: built like the package's, checked like it.
+phase "the image's sealfs"
+binary_dir=$(mktemp -d)
+copy_from=$(pm create "$image") && pm cp "$copy_from:/usr/bin/sealfs" "$binary_dir/sealfs" >/dev/null
+pm rm "$copy_from" >/dev/null 2>&1
+if out=$(sh "$source_dir/packaging/tests/hardening_check.sh" "$binary_dir/sealfs" "the image's /usr/bin/sealfs"); then
+  ok "${out#ok   }"
+else
+  bad "${out#FAIL: }"
+fi
+rm -rf "$binary_dir"
+version=$(sed -n 's/^project(sealfs VERSION \([0-9.]*\).*/\1/p' "$source_dir/CMakeLists.txt")
+image_version=$(pm run --rm "${limits[@]}" --network none --entrypoint sealfs "$image" --version)
+check "the image's sealfs --version: version" "sealfs $version" "$(echo "$image_version" | sed -n 1p)"
+check "the image's sealfs --version: commit" "commit: ${commit:-unknown}" "$(echo "$image_version" | sed -n 2p)"
 
 # ---- the shared host directory and the containers ----------------------------------
 work=$(mktemp -d /var/tmp/sealfs-container.XXXXXX)

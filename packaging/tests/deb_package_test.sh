@@ -97,15 +97,8 @@ mkdir "$work/unpacked"
 dpkg-deb -x "$deb" "$work/unpacked"
 bin="$work/unpacked/usr/bin/sealfs"
 [ -x "$bin" ] || fail "no /usr/bin/sealfs in the package"
-readelf -hW "$bin" | grep -q 'Type:.*DYN' || fail "sealfs is not PIE"
-readelf -lW "$bin" | grep -q 'GNU_RELRO' || fail "sealfs has no RELRO segment"
-readelf -dW "$bin" | grep -Eq 'BIND_NOW|FLAGS_1.* NOW' || fail "sealfs is not linked with -z now"
-syms=$(readelf --dyn-syms -W "$bin")
-echo "$syms" | grep -q '__stack_chk_fail' || fail "sealfs has no stack protector"
-echo "$syms" | grep -v '__stack_chk_fail' | grep -Eq ' __[a-z0-9_]+_chk(@| |$)' ||
-  fail "sealfs calls no fortified function (_FORTIFY_SOURCE)"
-readelf -SW "$bin" | grep -Eq ' \.(symtab|debug_[a-z]+|comment) ' && fail "sealfs is not stripped"
-echo "ok   hardened and stripped: PIE, RELRO, BIND_NOW, stack protector, fortify"
+# The same check as the container image's binary (container_test.sh).
+sh "$src/packaging/tests/hardening_check.sh" "$bin" "the package's /usr/bin/sealfs" || exit 1
 
 # ---- 2. lintian ------------------------------------------------------------------
 phase "lintian --pedantic"
@@ -157,6 +150,10 @@ for dep in $(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/|.*//; s/(.*)//; 
     fail "dependency $dep is not installed"
 done
 echo "ok   installed; apt pulled only the Depends closure ($(echo "$pulled" | wc -l) packages)"
+installed_version=$(in_root sealfs --version) || fail "sealfs --version failed: $installed_version"
+[ "$(echo "$installed_version" | sed -n 1p)" = "sealfs $version" ] ||
+  fail "the installed sealfs --version says '$(echo "$installed_version" | sed -n 1p)', the package is $version"
+echo "ok   sealfs --version of the installed binary: $(echo $installed_version)"
 
 # ---- 4. a mount in the chroot --------------------------------------------------
 phase "a sealfs mount in the chroot"
