@@ -89,9 +89,10 @@ Result<std::shared_ptr<FileHandle>> implicit_reader(Filesystem& fs, const InodeR
 // Whether a read-only OPEN of inode may be answered fh 0, its READs then
 // served by the inode's kept reader as without OPEN: a sealed file no one
 // writes, whose kept reader still has the stamp it was verified at (one
-// fstat). A reader whose stamp moved is dropped, and the OPEN takes the full
-// path (Store::open_file re-judges: damage behind the mount is a miss at
-// this open, as with a handle of its own).
+// fstat, the test every READ on it makes). A reader whose stamp moved is
+// dropped, and the OPEN takes the full path (Store::open_file re-judges:
+// damage behind the mount is a miss at this open, as with a handle of its
+// own).
 bool shared_reader_fresh(Filesystem& fs, const InodeRef& inode);
 // After a full read OPEN of a sealed file: handle (just verified) becomes the
 // inode's kept reader, so that the OPEN can be answered fh 0 and hold no
