@@ -71,7 +71,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     Filesystem& fs = fs_of(req);
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
-    if (fs.descriptors_low()) return (void)fuse_reply_err(req, ENFILE);
+    if (!fs.make_room()) return (void)fuse_reply_err(req, ENFILE);
     // R4's unseen-writer policy (file_handles.hpp): refused before anything
     // is made. A read-only O_CREAT makes an empty file, which no death can
     // leave partial: it stays allowed.
@@ -110,7 +110,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (fs.no_open) return (void)fuse_reply_err(req, ENOSYS);
     InodeRef inode = inode_or_reply(req, ino);
     if (!inode) return;
-    if (fs.descriptors_low()) return (void)fuse_reply_err(req, ENFILE);
+    if (!fs.make_room()) return (void)fuse_reply_err(req, ENFILE);
     const int flags = fi->flags & ~(O_CREAT | O_EXCL | O_NOCTTY);
     const bool writer = opens_for_write(flags);
     const ObjectKind kind = inode->kind;

@@ -1,5 +1,7 @@
 #include "fs/fuse/inode_table.hpp"
 
+#include <algorithm>
+
 namespace sealfs::fuse {
 
 bool Inode::report(const struct stat& st) {
@@ -28,10 +30,15 @@ InodeRef InodeTable::remember(Found&& found) {
   const std::pair key{found.st.st_dev, found.st.st_ino};
   if (auto it = by_key_.find(key); it != by_key_.end()) {
     Slot& slot = by_id_.at(it->second);
+    slot.inode->touch();
     if (slot.inode->id != FUSE_ROOT_ID) {
       ++slot.nlookup;
       slot.inode->kind = found.kind;
-      if (found.fd) slot.inode->replace_path_fd(std::move(found.fd));
+      // A directory keeps the descriptor it has: it has one name, which an
+      // O_PATH fd follows through renames, and the objects seen in it share
+      // that fd (Inode::SeenAt), so each fresh one would stay open as long
+      // as they do (issue 24: three per entry directory, past the bound).
+      if (found.fd && !S_ISDIR(found.st.st_mode)) slot.inode->replace_path_fd(std::move(found.fd));
     }
     return slot.inode;
   }
@@ -61,7 +68,9 @@ bool InodeTable::forget(fuse_ino_t id, std::uint64_t nlookup) {
 InodeRef InodeTable::get(fuse_ino_t id) const {
   std::lock_guard lock(mu_);
   auto it = by_id_.find(id);
-  return it == by_id_.end() ? nullptr : it->second.inode;
+  if (it == by_id_.end()) return nullptr;
+  it->second.inode->touch();
+  return it->second.inode;
 }
 
 std::uint64_t InodeTable::lookups(fuse_ino_t id) const {
@@ -79,6 +88,25 @@ InodeRef InodeTable::find(dev_t dev, ino_t ino) const {
 std::size_t InodeTable::size() const {
   std::lock_guard lock(mu_);
   return by_id_.size();
+}
+
+std::vector<InodeTable::Cold> InodeTable::cold(std::size_t n) {
+  std::vector<Cold> out;
+  if (n == 0) return out;
+  std::lock_guard lock(mu_);
+  for (const auto& [id, slot] : by_id_) {
+    if (id == FUSE_ROOT_ID || slot.inode->used_.exchange(false, std::memory_order_relaxed)) continue;
+    Inode::SeenAt seen = slot.inode->last_seen();
+    if (seen.parent != 0) out.push_back(Cold{slot.inode, std::move(seen)});
+  }
+  // Ids grow with each new inode: the lowest were looked up longest ago.
+  const auto by_age = [](const Cold& a, const Cold& b) { return a.inode->id < b.inode->id; };
+  if (out.size() > n) {
+    std::nth_element(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n), out.end(), by_age);
+    out.resize(n);
+  }
+  std::sort(out.begin(), out.end(), by_age);
+  return out;
 }
 
 }  // namespace sealfs::fuse
