@@ -18,7 +18,8 @@ bool Inode::report(const struct stat& st) {
 
 void InodeTable::set_root(Found root) {
   std::lock_guard lock(mu_);
-  auto inode = std::make_shared<Inode>(FUSE_ROOT_ID, std::move(root.fd), root.st.st_dev, root.st.st_ino);
+  auto inode =
+      std::make_shared<Inode>(FUSE_ROOT_ID, std::move(root.fd), root.st.st_dev, root.st.st_ino, true);
   inode->kind = ObjectKind::root;
   by_key_[{inode->dev, inode->ino}] = FUSE_ROOT_ID;
   // The kernel never forgets the root: a count of 1 that nothing lowers to 0.
@@ -43,7 +44,8 @@ InodeRef InodeTable::remember(Found&& found) {
     return slot.inode;
   }
   const fuse_ino_t id = next_id_++;
-  auto inode = std::make_shared<Inode>(id, std::move(found.fd), key.first, key.second);
+  auto inode =
+      std::make_shared<Inode>(id, std::move(found.fd), key.first, key.second, S_ISDIR(found.st.st_mode));
   inode->kind = found.kind;
   by_key_[key] = id;
   by_id_[id] = Slot{inode, 1};
@@ -91,22 +93,32 @@ std::size_t InodeTable::size() const {
 }
 
 std::vector<InodeTable::Cold> InodeTable::cold(std::size_t n) {
-  std::vector<Cold> out;
-  if (n == 0) return out;
-  std::lock_guard lock(mu_);
-  for (const auto& [id, slot] : by_id_) {
-    if (id == FUSE_ROOT_ID || slot.inode->used_.exchange(false, std::memory_order_relaxed)) continue;
-    Inode::SeenAt seen = slot.inode->last_seen();
-    if (seen.parent != 0) out.push_back(Cold{slot.inode, std::move(seen)});
+  std::vector<Cold> files;
+  std::vector<Cold> dirs;
+  if (n == 0) return files;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, slot] : by_id_) {
+      if (id == FUSE_ROOT_ID || slot.inode->used_.exchange(false, std::memory_order_relaxed)) continue;
+      Inode::SeenAt seen = slot.inode->last_seen();
+      if (seen.parent != 0)
+        (slot.inode->directory ? dirs : files).push_back(Cold{slot.inode, std::move(seen)});
+    }
   }
   // Ids grow with each new inode: the lowest were looked up longest ago.
-  const auto by_age = [](const Cold& a, const Cold& b) { return a.inode->id < b.inode->id; };
-  if (out.size() > n) {
-    std::nth_element(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n), out.end(), by_age);
-    out.resize(n);
+  const auto older = [](const Cold& a, const Cold& b) { return a.inode->id < b.inode->id; };
+  const auto newer = [](const Cold& a, const Cold& b) { return a.inode->id > b.inode->id; };
+  std::sort(files.begin(), files.end(), older);
+  if (files.size() >= n) {
+    files.resize(n);
+    return files;
   }
-  std::sort(out.begin(), out.end(), by_age);
-  return out;
+  std::sort(dirs.begin(), dirs.end(), newer);
+  for (auto& d : dirs) {
+    if (files.size() >= n) break;
+    files.push_back(std::move(d));
+  }
+  return files;
 }
 
 }  // namespace sealfs::fuse

@@ -30,15 +30,17 @@ namespace sealfs::fuse {
 
 class Inode {
  public:
-  Inode(fuse_ino_t inode_id, UniqueFd fd, dev_t backing_dev, ino_t backing_ino)
+  Inode(fuse_ino_t inode_id, UniqueFd fd, dev_t backing_dev, ino_t backing_ino, bool is_directory = false)
       : id(inode_id),
         dev(backing_dev),
         ino(backing_ino),
+        directory(is_directory),
         fd_(std::make_shared<const UniqueFd>(std::move(fd))) {}
 
   const fuse_ino_t id;
   const dev_t dev;
   const ino_t ino;
+  const bool directory;
   // What the last lookup said it is; decides kernel cache timeouts.
   std::atomic<ObjectKind> kind{ObjectKind::container};
   // A directory: the Listing::epoch of the copy the kernel may keep of its
@@ -136,9 +138,12 @@ class InodeTable {
   InodeRef find(dev_t dev, ino_t ino) const;   // nullptr when not looked up
   std::size_t size() const;
 
-  // Up to n inodes no request has used since the last call (the oldest
-  // first), with where they were last seen; clears the mark of the others.
-  // The root and inodes never seen under a name are never among them.
+  // Up to n inodes no request has used since the last call, with where they
+  // were last seen; clears the mark of the others. Files first, the oldest
+  // first; then directories, the newest first: the kernel drops a
+  // directory's unused descendants with it, and the oldest directories are
+  // the ancestors of everything (kernels/ of a whole cache). The root and
+  // inodes never seen under a name are never among them.
   struct Cold {
     InodeRef inode;
     Inode::SeenAt seen;

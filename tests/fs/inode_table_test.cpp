@@ -127,6 +127,26 @@ TEST_F(InodeTableTest, ColdListsInodesUnusedSinceTheLastLook) {
   EXPECT_EQ(cold[0].inode, a);
 }
 
+// Directories only after files (the kernel drops a directory's unused
+// descendants with it), the newest first (the oldest is everyone's ancestor).
+TEST_F(InodeTableTest, ColdListsDirectoriesAfterFilesNewestFirst) {
+  InodeRef root = table_.get(FUSE_ROOT_ID);
+  test::make_dirs(dir_ / "d");
+  test::make_dirs(dir_ / "d/e");
+  InodeRef d = table_.remember(found_for(dir_ / "d", ObjectKind::container));
+  InodeRef e = table_.remember(found_for(dir_ / "d/e", ObjectKind::container));
+  InodeRef a = table_.remember(found_for(dir_ / "a", ObjectKind::sealed_file));
+  d->seen_at(*root, "d");
+  e->seen_at(*d, "e");
+  a->seen_at(*root, "a");
+  EXPECT_TRUE(table_.cold(10).empty());
+  auto cold = table_.cold(10);
+  ASSERT_EQ(cold.size(), 3u);
+  EXPECT_EQ(cold[0].inode, a);
+  EXPECT_EQ(cold[1].inode, e);
+  EXPECT_EQ(cold[2].inode, d);
+}
+
 TEST(HandleTableTest, TakeRemovesAndUnknownIsNull) {
   HandleTable<int> handles;
   const auto id = handles.add(std::make_shared<int>(7));
