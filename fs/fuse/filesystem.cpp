@@ -51,23 +51,29 @@ void Filesystem::attach_hooks(StoreOptions& options) {
 
 bool Filesystem::make_room() {
   // The kernel's FORGETs come through the request threads, which waiting
-  // here must not all hold: hence a short wait, not an unbounded one.
+  // here must not all hold: hence a short wait, not an unbounded one. Only
+  // while the inodes are over the bound is there something to wait for:
+  // below it, open handles (or a limit lowered below what is held) are
+  // what fills the table, and no eviction frees those.
   constexpr auto kWait = std::chrono::seconds(2);
   constexpr auto kPoll = std::chrono::milliseconds(5);
   constexpr int kPollsWithoutProgress = 40;
   if (!descriptors_low()) return true;
+  evictor.wake();
   const auto deadline = std::chrono::steady_clock::now() + kWait;
   std::size_t fewest = inodes.size();
-  for (int idle = 0; idle < kPollsWithoutProgress && std::chrono::steady_clock::now() < deadline; ++idle) {
-    evictor.wake();
+  for (int idle = 0;
+       idle < kPollsWithoutProgress && evictor.over() && std::chrono::steady_clock::now() < deadline;
+       ++idle) {
     std::this_thread::sleep_for(kPoll);
     if (!descriptors_low()) return true;
+    evictor.wake();
     if (const std::size_t now = inodes.size(); now < fewest) {
       fewest = now;
       idle = 0;
     }
   }
-  return false;
+  return !descriptors_low();
 }
 
 }  // namespace sealfs::fuse

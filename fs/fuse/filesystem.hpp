@@ -146,10 +146,11 @@ struct Filesystem {
     return used + descriptor_headroom(limit) >= limit;
   }
   // Issue 24: running low slows a request down, it does not fail it. While
-  // descriptors are low, waits (up to a couple of seconds, and only while
-  // the table shrinks) for the kernel to forget the inodes the evictor
-  // handed back; false if still low then (open handles, which no eviction
-  // frees, fill the table, or the limit was lowered below what is held).
+  // descriptors are low and the inodes over the evictor's bound, waits (up
+  // to a couple of seconds, and only while the table shrinks) for the
+  // kernel to forget the inodes the evictor handed back; false if still
+  // low then (open handles, which no eviction frees, fill the table, or the
+  // limit was lowered below what is held).
   bool make_room();
 };
 
