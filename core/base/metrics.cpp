@@ -21,10 +21,14 @@ constexpr std::pair<std::string_view, Field> kScalars[] = {
     {"abandoned", &MetricsSnapshot::abandoned},
     {"bytes_hashed", &MetricsSnapshot::bytes_hashed},
     {"bytes_pushed", &MetricsSnapshot::bytes_pushed},
+    {"descriptor_limit", &MetricsSnapshot::descriptor_limit},
+    {"descriptors", &MetricsSnapshot::descriptors},
     {"files_hashed", &MetricsSnapshot::files_hashed},
     {"hidden", &MetricsSnapshot::hidden},
     {"hits", &MetricsSnapshot::hits},
     {"in_progress", &MetricsSnapshot::in_progress},
+    {"inode_bound", &MetricsSnapshot::inode_bound},
+    {"inodes", &MetricsSnapshot::inodes},
     {"lookups", &MetricsSnapshot::lookups},
     {"misses", &MetricsSnapshot::misses},
     {"open_handles", &MetricsSnapshot::open_handles},
@@ -169,6 +173,10 @@ MetricsSnapshot Metrics::snapshot(const Gauges& gauges) const {
   s.unseen_writes_refused = unseen_writes_refused.load(std::memory_order_relaxed);
   s.in_progress = gauges.in_progress;
   s.open_handles = gauges.open_handles;
+  s.inodes = gauges.inodes;
+  s.inode_bound = gauges.inode_bound;
+  s.descriptors = gauges.descriptors;
+  s.descriptor_limit = gauges.descriptor_limit;
   for (std::size_t i = 0; i < kHideReasons; ++i) {
     s.hidden_by[i] = hidden_by.get(static_cast<HideReason>(i));
     s.quarantined_by[i] = quarantined_by.get(static_cast<HideReason>(i));

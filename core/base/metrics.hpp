@@ -81,6 +81,10 @@ class LatencyHistogram {
 struct Gauges {
   std::uint64_t in_progress = 0;   // files open for writing through the mount, until sealed (R4)
   std::uint64_t open_handles = 0;  // open file and directory handles
+  std::uint64_t inodes = 0;        // objects the kernel holds (one descriptor each)
+  std::uint64_t inode_bound = 0;   // the most kept; past it the kernel is asked to forget
+  std::uint64_t descriptors = 0;   // the daemon's open descriptors
+  std::uint64_t descriptor_limit = 0;
 };
 
 // A histogram as read: bounds (µs), counts per bucket (one more than bounds:
@@ -110,8 +114,12 @@ struct MetricsSnapshot {
   std::uint64_t rejected = 0;
   std::uint64_t seals = 0;
   std::uint64_t unseen_writes_refused = 0;
-  std::uint64_t in_progress = 0;   // gauge
-  std::uint64_t open_handles = 0;  // gauge
+  std::uint64_t in_progress = 0;       // gauge
+  std::uint64_t open_handles = 0;      // gauge
+  std::uint64_t inodes = 0;            // gauge
+  std::uint64_t inode_bound = 0;       // gauge
+  std::uint64_t descriptors = 0;       // gauge
+  std::uint64_t descriptor_limit = 0;  // gauge
   std::array<std::uint64_t, kHideReasons> hidden_by{};
   std::array<std::uint64_t, kHideReasons> quarantined_by{};
   HistogramSnapshot publish_seconds;

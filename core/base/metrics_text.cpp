@@ -45,6 +45,14 @@ constexpr Family kAfterReasons[] = {
      &MetricsSnapshot::in_progress},
     {"sealfs_open_handles", "gauge", "Open file and directory handles of the mount.",
      &MetricsSnapshot::open_handles},
+    {"sealfs_inodes", "gauge", "Inodes the kernel holds, each keeping one descriptor in the daemon.",
+     &MetricsSnapshot::inodes},
+    {"sealfs_inode_bound", "gauge",
+     "The most inodes the daemon keeps; past it the kernel is asked to forget the least used.",
+     &MetricsSnapshot::inode_bound},
+    {"sealfs_descriptors", "gauge", "Descriptors the daemon has open.", &MetricsSnapshot::descriptors},
+    {"sealfs_descriptor_limit", "gauge", "The daemon's descriptor limit (soft RLIMIT_NOFILE).",
+     &MetricsSnapshot::descriptor_limit},
 };
 
 // Samples of one mount: its labels, and those of each sample after them.

@@ -15,12 +15,12 @@
 namespace sealfs {
 
 Locator::Locator(int root_fd, std::string root_path, const struct stat& root_st, const Profile& profile,
-                 std::chrono::nanoseconds context_ttl)
+                 std::chrono::nanoseconds context_ttl, std::size_t max_contexts)
     : root_fd_(root_fd),
       root_path_(std::move(root_path)),
       root_st_(root_st),
       profile_(profile),
-      contexts_(context_ttl) {}
+      contexts_(context_ttl, max_contexts) {}
 
 // The kernel names an object by the name it was opened through; once that
 // name is unlinked, /proc reads "<path> (deleted)" (fd_path: ESTALE), although

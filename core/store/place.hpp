@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,7 +35,7 @@ class Locator {
   // root_fd, root_st: the backing root (the fd must outlive the locator);
   // root_path: its path, as /proc names it. profile must outlive it.
   Locator(int root_fd, std::string root_path, const struct stat& root_st, const Profile& profile,
-          std::chrono::nanoseconds context_ttl);
+          std::chrono::nanoseconds context_ttl, std::size_t max_contexts = 1024);
 
   // fd's path below the root, from /proc; beyond PATH_MAX by climbing (a
   // directory) or from hint (a file); for a file whose name /proc gives was

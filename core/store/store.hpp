@@ -112,6 +112,9 @@ struct StoreOptions {
   // (where permitted), so reads through M leave B's access times as well.
   // The store's own reads (digests, manifests) always do.
   bool noatime = false;
+  // Directory contexts kept (DirContextCache): each holds up to two
+  // descriptors, which a daemon with few must count (issue 24).
+  std::size_t dir_contexts_max = 1024;
   std::uint64_t quarantine_max_objects = 1000;  // oldest removed first beyond these
   std::uint64_t quarantine_max_bytes = 1ull << 30;
   ValidatorRegistry validators = default_validators();

@@ -59,7 +59,10 @@ struct ReplyBuffer {
 // kernel to LOOKUP them when (and if) they are used.
 size_t add_item_plus(Filesystem& fs, ReplyBuffer& out, const DirHandle& dir, const DirItem& item,
                      off_t next) {
-  auto found = fs.store->lookup_verified(dir.inode->path_fd()->get(), item.name);
+  // Past the evictor's bound no attributes go along either: each would keep
+  // one more descriptor, and the kernel looks up the names it uses.
+  Result<Found> found = make_error(EAGAIN, "over the inode bound");
+  if (!fs.evictor.over()) found = fs.store->lookup_verified(dir.inode->path_fd()->get(), item.name);
   if (!found && found.code() != EAGAIN) return 0;  // hidden or gone since the listing
   if (!found) {
     fuse_entry_param e{};

@@ -94,7 +94,11 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     Filesystem& fs = fs_of(req);
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
+    fs.make_room();  // a lookup needs one descriptor, which the headroom has
     auto found = fs.store->lookup(dir->path_fd()->get(), name);
+    // Out of descriptors for a moment: no answer about the name (issue 24).
+    if (!found && (found.code() == EMFILE || found.code() == ENFILE) && fs.make_room())
+      found = fs.store->lookup(dir->path_fd()->get(), name);
     if (!found) return reply_error(req, found.error());
     const ObjectKind kind = found->kind;
     const struct stat st = found->st;
@@ -252,9 +256,9 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
     if (renamed) {
       // The kernel keeps its names across a rename and looks nothing up:
       // the moved objects are seen where they went (Inode::seen_at).
-      if (auto inode = fs.inodes.find(moved.first, moved.second)) inode->seen_at(dfd, newname);
+      if (auto inode = fs.inodes.find(moved.first, moved.second)) inode->seen_at(dfd, dst->id, newname);
       if ((flags & RENAME_EXCHANGE) != 0)
-        if (auto inode = fs.inodes.find(swapped.first, swapped.second)) inode->seen_at(sfd, name);
+        if (auto inode = fs.inodes.find(swapped.first, swapped.second)) inode->seen_at(sfd, src->id, name);
     }
     fuse_reply_err(req, renamed.code());
   });

@@ -47,7 +47,7 @@ Result<std::shared_ptr<FileHandle>> make_reader(Filesystem& fs, const InodeRef& 
 // for a tracked file whose first changer tid cannot be seen (tid 0: the
 // kernel's writeback, which follows a change already counted).
 Result<std::shared_ptr<FileHandle>> make_writer(Filesystem& fs, const InodeRef& inode, pid_t tid) {
-  if (fs.descriptors_low()) return make_error(ENFILE, "descriptors low");
+  if (!fs.make_room()) return make_error(ENFILE, "descriptors low");
   const bool tracked =
       fs.store->writes_tracked(inode->path_fd()->get(), inode->kind, inode->last_seen().hint());
   if (tracked && tid != 0 && !writer_seen(fs, tid)) return make_error(EPERM, "writer cannot be seen (R4)");

@@ -104,7 +104,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     Filesystem& fs = fs_of(req);
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
-    if (fs.descriptors_low()) return (void)fuse_reply_err(req, ENFILE);
+    if (!fs.make_room()) return (void)fuse_reply_err(req, ENFILE);
     // R4's unseen-writer policy (file_handles.hpp): refused before anything
     // is made. A read-only O_CREAT makes an empty file, which no death can
     // leave partial: it stays allowed.
@@ -150,7 +150,8 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     // page cache kept), so an open costs one fstat and no descriptor.
     if (!writer && kind != ObjectKind::in_progress && shared_reader_fresh(fs, inode))
       return reply_open_shared(req, fi);
-    if (fs.descriptors_low()) return (void)fuse_reply_err(req, ENFILE);
+    // Near the limit: wait for the kernel to forget cold inodes (InodeEvictor).
+    if (!fs.make_room()) return (void)fuse_reply_err(req, ENFILE);
     const bool tracked =
         writer && fs.store->writes_tracked(inode->path_fd()->get(), kind, inode->last_seen().hint());
     if (tracked && !writer_seen(fs, fuse_req_ctx(req)->pid))

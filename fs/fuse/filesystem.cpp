@@ -1,5 +1,8 @@
 #include "fs/fuse/filesystem.hpp"
 
+#include <chrono>
+#include <thread>
+
 namespace sealfs::fuse {
 
 void Filesystem::attach_hooks(StoreOptions& options) {
@@ -38,8 +41,39 @@ void Filesystem::attach_hooks(StoreOptions& options) {
     Gauges g;
     g.in_progress = writers.in_progress_count();
     g.open_handles = files.size() + dirs.size() + implicit.size();
+    g.inodes = inodes.size();
+    g.inode_bound = evictor.bound();
+    g.descriptors = open_descriptors();
+    g.descriptor_limit = descriptor_limit();
     return g;
   };
+}
+
+bool Filesystem::make_room() {
+  // The kernel's FORGETs come through the request threads, which waiting
+  // here must not all hold: hence a short wait, not an unbounded one. Only
+  // while the inodes are over the bound is there something to wait for:
+  // below it, open handles (or a limit lowered below what is held) are
+  // what fills the table, and no eviction frees those.
+  constexpr auto kWait = std::chrono::seconds(2);
+  constexpr auto kPoll = std::chrono::milliseconds(5);
+  constexpr int kPollsWithoutProgress = 40;
+  if (!descriptors_low()) return true;
+  evictor.wake();
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  std::size_t fewest = inodes.size();
+  for (int idle = 0;
+       idle < kPollsWithoutProgress && evictor.over() && std::chrono::steady_clock::now() < deadline;
+       ++idle) {
+    std::this_thread::sleep_for(kPoll);
+    if (!descriptors_low()) return true;
+    evictor.wake();
+    if (const std::size_t now = inodes.size(); now < fewest) {
+      fewest = now;
+      idle = 0;
+    }
+  }
+  return !descriptors_low();
 }
 
 }  // namespace sealfs::fuse

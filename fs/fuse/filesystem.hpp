@@ -3,7 +3,6 @@
 #pragma once
 
 #include <fuse_lowlevel.h>
-#include <sys/resource.h>
 
 #include <atomic>
 #include <cstdint>
@@ -21,6 +20,7 @@
 #include "fs/fuse/handle_table.hpp"
 #include "fs/fuse/implicit_dirs.hpp"
 #include "fs/fuse/implicit_handles.hpp"
+#include "fs/fuse/inode_evictor.hpp"
 #include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/invalidator.hpp"
 #include "fs/fuse/page_push.hpp"
@@ -87,6 +87,7 @@ struct Filesystem {
 
   std::unique_ptr<Store> store;
   InodeTable inodes;
+  InodeEvictor evictor{inodes};  // keeps inodes (one descriptor each) under its bound
   WriterTracking writers;
   Invalidator invalidator;
   PagePusher pusher;
@@ -142,18 +143,23 @@ struct Filesystem {
   unsigned max_read = 0;  // -o max_read=, which init must repeat
   // R2: running out of descriptors is never damage, and callers' opens must
   // not starve verification and publishes of the descriptors they need. An
-  // open that would leave less than this headroom is refused with ENFILE
-  // (the daemon's table is full, not the caller's). Each inode the kernel
-  // holds and each open handle costs one descriptor. The limit is read each
-  // time: an administrator may change it with prlimit(1) while mounted.
+  // open that would leave less than descriptor_headroom is refused with
+  // ENFILE (the daemon's table is full, not the caller's) once make_room
+  // could not help. Each inode the kernel holds and each open handle costs
+  // one descriptor. The limit is read each time: an administrator may
+  // change it with prlimit(1) while mounted.
   bool descriptors_low() const {
-    struct rlimit lim {};
-    if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return false;
-    const std::uint64_t limit = lim.rlim_cur;
-    const std::uint64_t headroom = 128 + limit / 16;
+    const std::uint64_t limit = descriptor_limit();
     const std::uint64_t used = inodes.size() + files.size() + dirs.size() + implicit.size();
-    return used + headroom >= limit;
+    return used + descriptor_headroom(limit) >= limit;
   }
+  // Issue 24: running low slows a request down, it does not fail it. While
+  // descriptors are low and the inodes over the evictor's bound, waits (up
+  // to a couple of seconds, and only while the table shrinks) for the
+  // kernel to forget the inodes the evictor handed back; false if still
+  // low then (open handles, which no eviction frees, fill the table, or the
+  // limit was lowered below what is held).
+  bool make_room();
 };
 
 // The operations table; userdata passed to fuse_session_new must be a Filesystem*.

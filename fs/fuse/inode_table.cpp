@@ -1,5 +1,7 @@
 #include "fs/fuse/inode_table.hpp"
 
+#include <algorithm>
+
 namespace sealfs::fuse {
 
 bool Inode::report(const struct stat& st) {
@@ -16,7 +18,8 @@ bool Inode::report(const struct stat& st) {
 
 void InodeTable::set_root(Found root) {
   std::lock_guard lock(mu_);
-  auto inode = std::make_shared<Inode>(FUSE_ROOT_ID, std::move(root.fd), root.st.st_dev, root.st.st_ino);
+  auto inode =
+      std::make_shared<Inode>(FUSE_ROOT_ID, std::move(root.fd), root.st.st_dev, root.st.st_ino, true);
   inode->kind = ObjectKind::root;
   by_key_[{inode->dev, inode->ino}] = FUSE_ROOT_ID;
   // The kernel never forgets the root: a count of 1 that nothing lowers to 0.
@@ -28,15 +31,21 @@ InodeRef InodeTable::remember(Found&& found) {
   const std::pair key{found.st.st_dev, found.st.st_ino};
   if (auto it = by_key_.find(key); it != by_key_.end()) {
     Slot& slot = by_id_.at(it->second);
+    slot.inode->touch();
     if (slot.inode->id != FUSE_ROOT_ID) {
       ++slot.nlookup;
       slot.inode->kind = found.kind;
-      if (found.fd) slot.inode->replace_path_fd(std::move(found.fd));
+      // A directory keeps the descriptor it has: it has one name, which an
+      // O_PATH fd follows through renames, and the objects seen in it share
+      // that fd (Inode::SeenAt), so each fresh one would stay open as long
+      // as they do (issue 24: three per entry directory, past the bound).
+      if (found.fd && !S_ISDIR(found.st.st_mode)) slot.inode->replace_path_fd(std::move(found.fd));
     }
     return slot.inode;
   }
   const fuse_ino_t id = next_id_++;
-  auto inode = std::make_shared<Inode>(id, std::move(found.fd), key.first, key.second);
+  auto inode =
+      std::make_shared<Inode>(id, std::move(found.fd), key.first, key.second, S_ISDIR(found.st.st_mode));
   inode->kind = found.kind;
   by_key_[key] = id;
   by_id_[id] = Slot{inode, 1};
@@ -61,7 +70,9 @@ bool InodeTable::forget(fuse_ino_t id, std::uint64_t nlookup) {
 InodeRef InodeTable::get(fuse_ino_t id) const {
   std::lock_guard lock(mu_);
   auto it = by_id_.find(id);
-  return it == by_id_.end() ? nullptr : it->second.inode;
+  if (it == by_id_.end()) return nullptr;
+  it->second.inode->touch();
+  return it->second.inode;
 }
 
 std::uint64_t InodeTable::lookups(fuse_ino_t id) const {
@@ -79,6 +90,35 @@ InodeRef InodeTable::find(dev_t dev, ino_t ino) const {
 std::size_t InodeTable::size() const {
   std::lock_guard lock(mu_);
   return by_id_.size();
+}
+
+std::vector<InodeTable::Cold> InodeTable::cold(std::size_t n) {
+  std::vector<Cold> files;
+  std::vector<Cold> dirs;
+  if (n == 0) return files;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, slot] : by_id_) {
+      if (id == FUSE_ROOT_ID || slot.inode->used_.exchange(false, std::memory_order_relaxed)) continue;
+      Inode::SeenAt seen = slot.inode->last_seen();
+      if (seen.parent != 0)
+        (slot.inode->directory ? dirs : files).push_back(Cold{slot.inode, std::move(seen)});
+    }
+  }
+  // Ids grow with each new inode: the lowest were looked up longest ago.
+  const auto older = [](const Cold& a, const Cold& b) { return a.inode->id < b.inode->id; };
+  const auto newer = [](const Cold& a, const Cold& b) { return a.inode->id > b.inode->id; };
+  std::sort(files.begin(), files.end(), older);
+  if (files.size() >= n) {
+    files.resize(n);
+    return files;
+  }
+  std::sort(dirs.begin(), dirs.end(), newer);
+  for (auto& d : dirs) {
+    if (files.size() >= n) break;
+    files.push_back(std::move(d));
+  }
+  return files;
 }
 
 }  // namespace sealfs::fuse

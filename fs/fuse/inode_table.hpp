@@ -21,6 +21,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "core/base/unique_fd.hpp"
 #include "core/store/store.hpp"
@@ -29,15 +30,17 @@ namespace sealfs::fuse {
 
 class Inode {
  public:
-  Inode(fuse_ino_t inode_id, UniqueFd fd, dev_t backing_dev, ino_t backing_ino)
+  Inode(fuse_ino_t inode_id, UniqueFd fd, dev_t backing_dev, ino_t backing_ino, bool is_directory = false)
       : id(inode_id),
         dev(backing_dev),
         ino(backing_ino),
+        directory(is_directory),
         fd_(std::make_shared<const UniqueFd>(std::move(fd))) {}
 
   const fuse_ino_t id;
   const dev_t dev;
   const ino_t ino;
+  const bool directory;
   // What the last lookup said it is; decides kernel cache timeouts.
   std::atomic<ObjectKind> kind{ObjectKind::container};
   // A directory: the Listing::epoch of the copy the kernel may keep of its
@@ -67,13 +70,17 @@ class Inode {
   // store locates a file deeper than PATH_MAX by it (PlaceHint), after
   // checking that it still holds; the fd is shared with the directory's
   // inode and kept open while this hint lasts.
+  // parent: the directory's id, by which the kernel can be asked to forget
+  // the name (InodeEvictor).
   struct SeenAt {
     std::shared_ptr<const UniqueFd> dir;  // null: never seen under a name
     std::string name;
+    fuse_ino_t parent = 0;
     PlaceHint hint() const { return dir ? PlaceHint{dir->get(), name} : PlaceHint{}; }
   };
-  void seen_at(std::shared_ptr<const UniqueFd> dir, std::string_view name) {
-    SeenAt fresh{std::move(dir), std::string(name)};
+  void seen_at(const Inode& dir, std::string_view name) { seen_at(dir.path_fd(), dir.id, name); }
+  void seen_at(std::shared_ptr<const UniqueFd> dir_fd, fuse_ino_t parent, std::string_view name) {
+    SeenAt fresh{std::move(dir_fd), std::string(name), parent};
     std::lock_guard lock(mu_);
     std::swap(seen_, fresh);
   }
@@ -92,6 +99,12 @@ class Inode {
   // A request through the mount changed the file (its pages are current).
   void changed_here() { changed_here_ = true; }
 
+  // Used since the evictor last looked (a clock's reference bit): set by
+  // every request that finds the inode, cleared by InodeTable::cold.
+  void touch() {
+    if (!used_.load(std::memory_order_relaxed)) used_.store(true, std::memory_order_relaxed);
+  }
+
  private:
   mutable std::mutex mu_;
   std::shared_ptr<const UniqueFd> fd_;  // never null
@@ -100,6 +113,8 @@ class Inode {
   struct timespec reported_mtime_ {};
   off_t reported_size_ = 0;
   std::atomic<bool> changed_here_{false};
+  std::atomic<bool> used_{true};
+  friend class InodeTable;
 };
 
 using InodeRef = std::shared_ptr<Inode>;
@@ -110,7 +125,8 @@ class InodeTable {
   void set_root(Found root);
 
   // The inode for a Found (new or existing), with its lookup count raised
-  // by one. An existing inode takes found's fd (see Inode::replace_path_fd).
+  // by one. An existing file takes found's fd (see Inode::replace_path_fd);
+  // a directory keeps its own.
   InodeRef remember(Found&& found);
   // Lower the lookup count; at zero the inode leaves the table (its fd is
   // closed once the last request using it lets go of the reference) and
@@ -121,6 +137,18 @@ class InodeTable {
   std::uint64_t lookups(fuse_ino_t id) const;  // the kernel's lookup count (0: unknown)
   InodeRef find(dev_t dev, ino_t ino) const;   // nullptr when not looked up
   std::size_t size() const;
+
+  // Up to n inodes no request has used since the last call, with where they
+  // were last seen; clears the mark of the others. Files first, the oldest
+  // first; then directories, the newest first: the kernel drops a
+  // directory's unused descendants with it, and the oldest directories are
+  // the ancestors of everything (kernels/ of a whole cache). The root and
+  // inodes never seen under a name are never among them.
+  struct Cold {
+    InodeRef inode;
+    Inode::SeenAt seen;
+  };
+  std::vector<Cold> cold(std::size_t n);
 
  private:
   struct Slot {

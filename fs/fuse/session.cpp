@@ -6,10 +6,12 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -27,8 +29,10 @@
 #include "core/store/store.hpp"
 #include "core/verify/validator.hpp"
 #include "fs/cli/options.hpp"
+#include "fs/fuse/descriptors.hpp"
 #include "fs/fuse/file_handles.hpp"
 #include "fs/fuse/filesystem.hpp"
+#include "fs/fuse/inode_evictor.hpp"
 #include "fs/fuse/metrics_file.hpp"
 
 namespace sealfs::fuse {
@@ -78,15 +82,23 @@ class MountGuard {
 std::string errno_text(int code) { return std::strerror(code); }
 
 // Every inode the kernel holds (each cached dentry below M) keeps an O_PATH
-// fd to its backing object, so a large cache needs far more than the usual
-// soft limit of 1024: take the hard limit, as a service manager's
+// fd to its backing object, up to the evictor's bound (issue 24), which
+// grows with the limit: take the hard limit, as a service manager's
 // LimitNOFILE= would. The hard limit itself is left to the administrator.
+// The bound is stated once here and in `sealfs status`.
 void raise_fd_limit() {
   struct rlimit lim {};
-  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
-  lim.rlim_cur = lim.rlim_max;
-  if (::setrlimit(RLIMIT_NOFILE, &lim) != 0)
-    syslog(LOG_WARNING, "sealfs: cannot raise the open file limit: %s", std::strerror(errno));
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &lim) != 0)
+      syslog(LOG_WARNING, "sealfs: cannot raise the open file limit: %s", std::strerror(errno));
+  }
+  const std::uint64_t limit = descriptor_limit();
+  syslog(LOG_INFO,
+         "sealfs: descriptor limit %llu: at most %llu inodes keep a descriptor (the kernel is asked to "
+         "forget the least used past that)",
+         static_cast<unsigned long long>(limit),
+         static_cast<unsigned long long>(InodeEvictor::bound_for(limit)));
 }
 
 // SIGTERM, SIGINT, SIGHUP: libfuse's handlers end the session loop, which
@@ -220,6 +232,9 @@ bool open_backing(Filesystem& fs, const cli::MountOptions& options, Profile prof
   fs.chown_to_caller = ::geteuid() == 0;
   StoreOptions store_options = cli::store_options(options);
   store_options.noatime = options.noatime;
+  // The store's directory contexts count against the descriptor limit too.
+  store_options.dir_contexts_max = std::clamp<std::size_t>(InodeEvictor::bound_for(descriptor_limit()) / 8,
+                                                           16, store_options.dir_contexts_max);
   auto keys = cli::load_keys(options);
   if (!keys) {
     err << "sealfs: " << keys.error().message << "\n";
@@ -323,6 +338,8 @@ std::optional<int> serve(Filesystem& fs, fuse_session* se, bool foreground, cons
   }
   // Threads start only now: fuse_daemonize forks, and threads do not survive a fork.
   fs.invalidator.start(se);
+  // Files being written keep their names: their writers come back by them.
+  fs.evictor.start(se, [&fs](const Inode& inode) { return fs.writers.in_progress(inode.dev, inode.ino); });
   fs.pusher.start(se);
   fs.reaper.start([&fs](fuse_ino_t ino) { end_orphaned_writer(fs, ino); });
   fs.deferred.start(kSealDelay);
@@ -337,6 +354,7 @@ std::optional<int> serve(Filesystem& fs, fuse_session* se, bool foreground, cons
     fs.deferred.stop();
     fs.reaper.stop();
     fs.pusher.stop();
+    fs.evictor.stop();
     fs.invalidator.stop();
     syslog(LOG_ERR, "sealfs: out of memory");
     return std::nullopt;
@@ -372,6 +390,7 @@ int run_mount(const cli::MountOptions& options, std::ostream& err) {
   fs.deferred.stop();
   fs.reaper.stop();
   fs.pusher.stop();
+  fs.evictor.stop();
   fs.invalidator.stop();
   if (*rc < 0) {
     err << "sealfs: session loop failed: " << errno_text(-*rc) << "\n";

@@ -86,13 +86,65 @@ TEST_F(InodeTableTest, SeenAtGivesAHintThatOutlivesTheNextSighting) {
   InodeRef a = table_.remember(found_for(dir_ / "a", ObjectKind::sealed_file));
   EXPECT_EQ(a->last_seen().hint().dir_fd, -1);  // never seen under a name: no hint
   InodeRef root = table_.get(FUSE_ROOT_ID);
-  a->seen_at(root->path_fd(), "a");
+  a->seen_at(*root, "a");
   const auto seen = a->last_seen();
   EXPECT_EQ(seen.hint().dir_fd, root->path_fd()->get());
   EXPECT_EQ(seen.hint().name, "a");
-  a->seen_at(root->path_fd(), "renamed");  // a rename through the mount
-  EXPECT_EQ(seen.hint().name, "a");        // the copy a request holds stays as it was
+  a->seen_at(root->path_fd(), root->id, "renamed");  // a rename through the mount
+  EXPECT_EQ(seen.hint().name, "a");                  // the copy a request holds stays as it was
   EXPECT_EQ(a->last_seen().hint().name, "renamed");
+  EXPECT_EQ(a->last_seen().parent, FUSE_ROOT_ID);
+}
+
+// Issue 24: the objects seen in a directory share its fd, so a directory
+// looked up again keeps the fd it has instead of opening one more.
+TEST_F(InodeTableTest, ADirectoryKeepsItsFdAcrossLookups) {
+  test::make_dirs(dir_ / "d");
+  auto d = table_.remember(found_for(dir_ / "d", ObjectKind::container));
+  const int fd = d->path_fd()->get();
+  auto again = table_.remember(found_for(dir_ / "d", ObjectKind::container));
+  ASSERT_EQ(again, d);
+  EXPECT_EQ(d->path_fd()->get(), fd);
+}
+
+// cold(): what no request used since the last call, oldest first, only
+// inodes seen under a name (the kernel is asked to forget them by it).
+TEST_F(InodeTableTest, ColdListsInodesUnusedSinceTheLastLook) {
+  InodeRef root = table_.get(FUSE_ROOT_ID);
+  InodeRef a = table_.remember(found_for(dir_ / "a", ObjectKind::sealed_file));
+  InodeRef b = table_.remember(found_for(dir_ / "b", ObjectKind::sealed_file));
+  a->seen_at(*root, "a");
+  b->seen_at(*root, "b");
+  EXPECT_TRUE(table_.cold(10).empty());  // both just used: the first look only clears the marks
+  table_.get(b->id);                     // b used since
+  auto cold = table_.cold(10);
+  ASSERT_EQ(cold.size(), 1u);
+  EXPECT_EQ(cold[0].inode, a);
+  EXPECT_EQ(cold[0].seen.name, "a");
+  EXPECT_EQ(cold[0].seen.parent, FUSE_ROOT_ID);
+  cold = table_.cold(1);  // both unused now: the oldest
+  ASSERT_EQ(cold.size(), 1u);
+  EXPECT_EQ(cold[0].inode, a);
+}
+
+// Directories only after files (the kernel drops a directory's unused
+// descendants with it), the newest first (the oldest is everyone's ancestor).
+TEST_F(InodeTableTest, ColdListsDirectoriesAfterFilesNewestFirst) {
+  InodeRef root = table_.get(FUSE_ROOT_ID);
+  test::make_dirs(dir_ / "d");
+  test::make_dirs(dir_ / "d/e");
+  InodeRef d = table_.remember(found_for(dir_ / "d", ObjectKind::container));
+  InodeRef e = table_.remember(found_for(dir_ / "d/e", ObjectKind::container));
+  InodeRef a = table_.remember(found_for(dir_ / "a", ObjectKind::sealed_file));
+  d->seen_at(*root, "d");
+  e->seen_at(*d, "e");
+  a->seen_at(*root, "a");
+  EXPECT_TRUE(table_.cold(10).empty());
+  auto cold = table_.cold(10);
+  ASSERT_EQ(cold.size(), 3u);
+  EXPECT_EQ(cold[0].inode, a);
+  EXPECT_EQ(cold[1].inode, e);
+  EXPECT_EQ(cold[2].inode, d);
 }
 
 TEST(HandleTableTest, TakeRemovesAndUnknownIsNull) {

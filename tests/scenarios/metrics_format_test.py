@@ -57,6 +57,10 @@ EXPECTED_TYPES = {
     "sealfs_pushed_bytes": "counter",
     "sealfs_in_progress_files": "gauge",
     "sealfs_open_handles": "gauge",
+    "sealfs_inodes": "gauge",
+    "sealfs_inode_bound": "gauge",
+    "sealfs_descriptors": "gauge",
+    "sealfs_descriptor_limit": "gauge",
 }
 
 

@@ -23,10 +23,12 @@ TEST(Metrics, ZeroJsonListsEveryCounterSorted) {
   Metrics m;
   EXPECT_EQ(
       m.to_json(),
-      std::string("{\"abandoned\":0,\"bytes_hashed\":0,\"bytes_pushed\":0,\"files_hashed\":0,\"hidden\":0,"
+      std::string("{\"abandoned\":0,\"bytes_hashed\":0,\"bytes_pushed\":0,\"descriptor_limit\":0,"
+                  "\"descriptors\":0,\"files_hashed\":0,\"hidden\":0,"
                   "\"hidden_by_reason\":") +
           kZeroByReason +
-          ",\"hits\":0,\"in_progress\":0,\"lookups\":0,\"misses\":0,\"open_handles\":0,"
+          ",\"hits\":0,\"in_progress\":0,\"inode_bound\":0,\"inodes\":0,\"lookups\":0,\"misses\":0,\"open_"
+          "handles\":0,"
           "\"publish_seconds\":{\"bounds_us\":[500,1000,2500,5000,10000,25000,50000,100000,250000,500000,"
           "1000000,2500000,5000000,10000000],\"counts\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"sum_ns\":0},"
           "\"publishes\":0,\"quarantined\":0,\"quarantined_by_reason\":" +

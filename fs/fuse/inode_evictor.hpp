@@ -1,0 +1,68 @@
+// Keeps the inodes the daemon holds, each with an O_PATH descriptor, under a
+// bound derived from its descriptor limit (issue 24). The kernel forgets an
+// inode only when its dentries go, which without memory pressure is never:
+// past the bound this thread asks it to drop the names of the inodes no
+// request used lately (fuse_lowlevel_notify_inval_entry, as a rename behind
+// the mount would), and the kernel answers with FORGET. Needs nothing of B,
+// so it works on every filesystem (GlusterFS has no file handles to keep
+// instead of descriptors). A name dropped is looked up again when used.
+#pragma once
+
+#include <fuse_lowlevel.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "fs/fuse/descriptors.hpp"
+#include "fs/fuse/inode_table.hpp"
+
+namespace sealfs::fuse {
+
+class InodeEvictor {
+ public:
+  explicit InodeEvictor(InodeTable& inodes) : inodes_(inodes) {}
+  ~InodeEvictor() { stop(); }
+  InodeEvictor(const InodeEvictor&) = delete;
+  InodeEvictor& operator=(const InodeEvictor&) = delete;
+
+  // The most inodes kept for a descriptor limit: a third of what the
+  // headroom leaves (an inode may hold a read handle too, and the rest is
+  // for other open handles), at most kMaxBound.
+  static std::uint64_t bound_for(std::uint64_t limit);
+  static constexpr std::uint64_t kMaxBound = 65536;
+
+  // The bound for the limit read at the last sweep (prlimit(1) may change it).
+  std::uint64_t bound() const { return bound_.load(std::memory_order_relaxed); }
+  bool over() const { return inodes_.size() > bound(); }
+  // Sweep now rather than at the next tick (a lookup took the table past
+  // the bound, or a request is waiting for descriptors).
+  void wake();
+  // Names the kernel was asked to drop so far.
+  std::uint64_t evicted() const { return evicted_.load(std::memory_order_relaxed); }
+
+  // keep: inodes never to evict (files being written). The session must
+  // outlive the thread: call stop() before destroying it.
+  void start(fuse_session* session, std::function<bool(const Inode&)> keep);
+  void stop();
+
+ private:
+  void run();
+  void sweep();
+
+  InodeTable& inodes_;
+  std::atomic<std::uint64_t> bound_{bound_for(descriptor_limit())};
+  std::atomic<std::uint64_t> evicted_{0};
+  std::function<bool(const Inode&)> keep_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool woken_ = false;
+  bool stopping_ = false;
+  fuse_session* session_ = nullptr;
+  std::thread thread_;
+};
+
+}  // namespace sealfs::fuse
