@@ -4,7 +4,15 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include "core/manifest/manifest_file.hpp"
 #include "core/manifest/manifest_mac.hpp"
@@ -84,38 +92,80 @@ class Tally {
   Work done_;
 };
 
+// One entry the walk found, verified on a worker thread (verify_all) and
+// its verdict applied to the report in walk order.
+struct PendingCheck {
+  EntryLocation where;
+  int parent_fd = -1;
+  std::string name;
+  struct stat st {};
+  std::string rel;
+  std::vector<std::string> companions;
+  Result<std::shared_ptr<const EntryVerdict>> verdict = make_error(EINVAL, "not checked");
+};
+
+// One child of a directory, as the walk sorted it.
+struct FsckChild {
+  enum class Is { plain_dir, entry_dir, checked_file, unlisted_file, foreign_file };
+  Is is = Is::plain_dir;
+  std::string rel;
+  UniqueFd sub;                  // directories: open while its chunk is walked
+  std::size_t check = SIZE_MAX;  // entry_dir, checked_file: its PendingCheck
+};
+
+// Verifies every check, on up to `workers` threads (the hashing is the
+// cost: fsck of many small entries is as fast as sha256sum on every core).
+// A thread that cannot start leaves its share to the others.
+template <class Check>
+void verify_all(std::vector<PendingCheck>& checks, unsigned workers, const Check& check) {
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i = next++; i < checks.size(); i = next++) checks[i].verdict = check(checks[i]);
+  };
+  std::vector<std::thread> helpers;
+  for (unsigned w = 1; w < workers && w < checks.size(); ++w) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+  work();
+  for (auto& t : helpers) t.join();
+}
+
 struct FsckWalk {
   Store::Impl& s;
   bool repair;
   FsckReport& report;
   Tally& tally;
+  // --repair quarantines as it goes and brings hard links' records up to
+  // date (links.hpp) while it checks: it runs on one thread.
+  unsigned workers = 1;
+
+  // Children per batch: their subdirectories' descriptors are open at once.
+  static constexpr std::size_t kChunk = 256;
 
   void problem(const std::string& rel, const std::string& what) {
     report.problems.push_back(rel + ": " + what);
   }
 
-  bool check_entry(const EntryLocation& where, int parent_fd, std::string_view name, const struct stat& st,
-                   const std::string& rel, std::vector<std::string> companions) {
-    const bool valid = verify_entry(where, parent_fd, name, st, rel, std::move(companions));
-    tally.item();
-    return valid;
+  // One entry: verified with every file hashed, past the stamp cache.
+  Result<std::shared_ptr<const EntryVerdict>> verdict_of(const PendingCheck& c) {
+    if (repair) return s.judge.check_entry(c.where, VerifyDepth::fresh, ForceHash::every_file());
+    return s.entries.check(c.where, VerifyDepth::fresh, ForceHash::every_file());
   }
 
-  // One entry: verify with every file hashed, past the stamp cache.
-  bool verify_entry(const EntryLocation& where, int parent_fd, std::string_view name, const struct stat& st,
-                    const std::string& rel, std::vector<std::string> companions) {
+  // Counts one verified entry into the report; true when it is valid.
+  bool apply(PendingCheck& c) {
+    tally.item();
     ++report.entries;
-    // A repair brings hard links' records up to date first (links.hpp): a
-    // name written through another is no damage.
-    auto checked = repair ? s.judge.check_entry(where, VerifyDepth::fresh, ForceHash::every_file())
-                          : Result<std::shared_ptr<const EntryVerdict>>(
-                                s.entries.check(where, VerifyDepth::fresh, ForceHash::every_file()));
-    if (!checked) {
+    if (!c.verdict) {
       ++report.unchecked;
-      problem(rel, "not checked: " + checked.error().message);
+      problem(c.rel, "not checked: " + c.verdict.error().message);
       return false;
     }
-    const auto& v = *checked;
+    const auto& v = *c.verdict;
     if (v->valid) {
       ++report.valid;
       return true;
@@ -123,25 +173,101 @@ struct FsckWalk {
     if (v->transient) {
       // Could not be checked now (EMFILE, EIO, changed meanwhile…): not damage.
       ++report.unchecked;
-      problem(rel, "not checked: " + v->reason);
+      problem(c.rel, "not checked: " + v->reason);
       return false;
     }
     if (v->foreign) {
       // Not signed by a listed key (-o key_file): foreign, hidden, never
       // quarantined (R3); `sealfs adopt --resign` signs it deliberately.
       ++report.foreign;
-      problem(rel, v->reason);
+      problem(c.rel, v->reason);
       return false;
     }
     ++report.invalid;
-    problem(rel, v->reason);
+    problem(c.rel, v->reason);
     if (repair) {
       const auto before = s.metrics.quarantined.load();
-      s.consequences.quarantine_object(parent_fd, name, st, rel, v->cause, "fsck: " + v->reason,
-                                       std::move(companions));
+      s.consequences.quarantine_object(c.parent_fd, c.name, c.st, c.rel, v->cause, "fsck: " + v->reason,
+                                       std::move(c.companions));
       report.quarantined += s.metrics.quarantined.load() - before;
     }
     return false;
+  }
+
+  // Sorts one child; an entry to verify goes into checks.
+  std::optional<FsckChild> sort_child(const DirContext& ctx, const EntryVerdict* entry, int dir_fd,
+                                      const std::string& name, std::vector<PendingCheck>& checks) {
+    FsckChild child;
+    child.rel = ctx.child_rel(name);
+    if (s.profile.is_volatile(child.rel)) return std::nullopt;
+    auto st = stat_at(dir_fd, name);
+    if (!st) return std::nullopt;
+    if (S_ISDIR(st->st_mode)) {
+      auto sub = open_beneath(dir_fd, name, O_PATH | O_DIRECTORY);
+      if (!sub) return std::nullopt;
+      auto m = stat_at(sub->get(), kDirManifest);
+      if (m && S_ISREG(m->st_mode)) {
+        child.is = FsckChild::Is::entry_dir;
+        child.check = checks.size();
+        checks.push_back({dir_entry_location(sub->get(), *st, child.rel), dir_fd, name, *st, child.rel, {}});
+      }
+      child.sub = std::move(*sub);
+      return child;
+    }
+    if (!S_ISREG(st->st_mode) && !S_ISLNK(st->st_mode)) return std::nullopt;
+    if (ctx.entry) {
+      const bool listed =
+          entry != nullptr && entry->manifest && entry->manifest->files.count(ctx.entry_key(name)) != 0;
+      if (listed) return std::nullopt;
+      child.is = FsckChild::Is::unlisted_file;
+    } else if (stat_at(dir_fd, sidecar_name(name))) {
+      child.is = FsckChild::Is::checked_file;
+      child.check = checks.size();
+      checks.push_back({file_entry_location(dir_fd, name, *st, ctx.rel),
+                        dir_fd,
+                        name,
+                        *st,
+                        child.rel,
+                        {sidecar_name(name)}});
+    } else {
+      child.is = FsckChild::Is::foreign_file;
+    }
+    return child;
+  }
+
+  // One batch of a directory's children: sorted, their entries verified in
+  // parallel, then counted and walked in order.
+  void walk_chunk(const DirContext& ctx, const EntryVerdict* entry, int dir_fd,
+                  const std::vector<DirChild>& children, std::size_t from, std::size_t to, int depth) {
+    std::vector<FsckChild> sorted;
+    std::vector<PendingCheck> checks;
+    for (std::size_t i = from; i < to; ++i) {
+      if (is_reserved_name(children[i].name)) continue;
+      if (auto child = sort_child(ctx, entry, dir_fd, children[i].name, checks))
+        sorted.push_back(std::move(*child));
+    }
+    verify_all(checks, workers, [this](const PendingCheck& c) { return verdict_of(c); });
+    for (auto& child : sorted) {
+      switch (child.is) {
+        case FsckChild::Is::entry_dir:
+          if (apply(checks[child.check])) walk(child.sub.get(), depth + 1);
+          break;  // invalid: nothing below it is visible
+        case FsckChild::Is::plain_dir:
+          walk(child.sub.get(), depth + 1);
+          break;
+        case FsckChild::Is::checked_file:
+          apply(checks[child.check]);
+          break;
+        case FsckChild::Is::unlisted_file:
+          ++report.foreign;
+          problem(child.rel, "not listed in its entry's manifest");
+          break;
+        case FsckChild::Is::foreign_file:
+          ++report.foreign;
+          problem(child.rel, "foreign: no manifest covers it");
+          break;
+      }
+    }
   }
 
   void walk(int dir_fd, int depth) {
@@ -158,35 +284,9 @@ struct FsckWalk {
       problem(ctx->rel, "cannot read directory: " + children.error().message);
       return;
     }
-    for (const auto& c : *children) {
-      if (is_reserved_name(c.name)) continue;
-      const std::string rel = ctx->child_rel(c.name);
-      if (s.profile.is_volatile(rel)) continue;
-      auto st = stat_at(dir_fd, c.name);
-      if (!st) continue;
-      if (S_ISDIR(st->st_mode)) {
-        auto sub = open_beneath(dir_fd, c.name, O_PATH | O_DIRECTORY);
-        if (!sub) continue;
-        auto m = stat_at(sub->get(), kDirManifest);
-        if (m && S_ISREG(m->st_mode) &&
-            !check_entry(dir_entry_location(sub->get(), *st, rel), dir_fd, c.name, *st, rel, {}))
-          continue;  // invalid: nothing below it is visible
-        walk(sub->get(), depth + 1);
-      } else if (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode)) {
-        if (ctx->entry) {
-          if (!entry || !entry->manifest || entry->manifest->files.count(ctx->entry_key(c.name)) == 0) {
-            ++report.foreign;
-            problem(rel, "not listed in its entry's manifest");
-          }
-        } else if (stat_at(dir_fd, sidecar_name(c.name))) {
-          check_entry(file_entry_location(dir_fd, c.name, *st, ctx->rel), dir_fd, c.name, *st, rel,
-                      {sidecar_name(c.name)});
-        } else {
-          ++report.foreign;
-          problem(rel, "foreign: no manifest covers it");
-        }
-      }
-    }
+    for (std::size_t from = 0; from < children->size(); from += kChunk)
+      walk_chunk(*ctx, entry.get(), dir_fd, *children, from, std::min(children->size(), from + kChunk),
+                 depth);
   }
 };
 
@@ -203,6 +303,7 @@ Result<FsckReport> Store::fsck(bool repair, OfflineProgress* progress) {
   // The entry a directory belongs to is verified before its children are
   // looked at (walk order: a directory's own manifest is checked by its parent).
   FsckWalk walker{*impl_, repair, report, tally};
+  if (!repair) walker.workers = std::clamp(std::thread::hardware_concurrency(), 1U, 8U);
   walker.walk(impl_->root_fd.get(), 0);
   return report;
 }
