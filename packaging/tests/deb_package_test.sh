@@ -44,40 +44,8 @@ if [ "${SEALFS_IN_NAMESPACE:-}" != 1 ]; then
 fi
 mount --make-rprivate /
 
-cache="$src/build/deb-test"
-base="$cache/bookworm-minbase.tar"
-work=$(mktemp -d)
-root="$work/root"
-mkdir -p "$cache" "$root"
-
-# Mount points at or under the chroot, deepest first (mountinfo's 5th field;
-# the paths here have no characters that it escapes).
-mounts_in_root() { awk -v r="$root" '$5 == r || index($5, r "/") == 1 { print $5 }' /proc/self/mountinfo | sort -r; }
-cleanup() {
-  [ -n "${chroot_base_pid:-}" ] && kill "$chroot_base_pid" 2>/dev/null
-  [ -n "${daemon:-}" ] && kill "$daemon" 2>/dev/null
-  for mp in $(mounts_in_root); do umount "$mp" 2>/dev/null || umount -l "$mp"; done
-  if [ -n "$(mounts_in_root)" ]; then
-    echo "FAIL: still mounted, $work left in place:"; mounts_in_root; exit 1
-  else
-    rm -rf --one-file-system "$work"
-  fi
-}
-trap cleanup EXIT
-trap 'exit 1' HUP INT TERM
-
-# ---- the base chroot, made while the package builds (network, not CPU) -------
-chroot_base_pid=
-if [ -z "$(find "$base" -mtime -7 2>/dev/null)" ]; then
-  phase "mmdebstrap --variant=minbase bookworm (cached as $base)"
-  rm -f "$base"
-  mmdebstrap --quiet --variant=minbase bookworm "$cache/new.tar" \
-    "deb $mirror/debian bookworm main" "deb $mirror/debian bookworm-updates main" \
-    "deb $mirror/debian-security bookworm-security main" >"$work/mmdebstrap.log" 2>&1 &
-  chroot_base_pid=$!
-else
-  phase "reusing $base"
-fi
+. "$src/packaging/tests/chroot_base.sh"
+start_base_chroot new
 
 # ---- 1. build ------------------------------------------------------------------
 phase "cmake --workflow --preset package"
@@ -161,7 +129,7 @@ files=$(in_root dpkg-query -L sealfs)
 mkdir -p "$root/srv/backing" "$root/srv/view"
 # Not through in_root: $! must be the daemon itself, for wait and cleanup.
 chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin sealfs -f -o profile=generic /srv/backing /srv/view &
-daemon=$!
+daemon_pid=$!
 in_root /usr/libexec/sealfs/sealfs-mountctl wait /srv/view 30 || fail "the mount did not come up"
 in_root sh -c 'printf "sealed payload\n" > /srv/view/obj.tmp && mv /srv/view/obj.tmp /srv/view/obj.bin' ||
   fail "publish by rename failed"
@@ -170,7 +138,7 @@ in_root sh -c 'printf "sealed payload\n" > /srv/view/obj.tmp && mv /srv/view/obj
 [ "$(in_root ls -A /srv/view)" = obj.bin ] || fail "the view shows more than the published file: $(in_root ls -A /srv/view)"
 in_root sealfs status /srv/view >/dev/null || fail "sealfs status through the mount failed"
 in_root fusermount3 -u /srv/view || fail "fusermount3 -u failed"
-wait "$daemon"; status=$?; daemon=
+wait "$daemon_pid"; status=$?; daemon_pid=
 [ "$status" = 0 ] || fail "the daemon exited $status after the unmount"
 grep -q " $root/srv/view " /proc/self/mountinfo && fail "the mount is still there after fusermount3 -u"
 echo "ok   mounted, published by rename (manifest written), read back, unmounted, daemon exited 0"

@@ -45,35 +45,8 @@ if [ "${SEALFS_IN_NAMESPACE:-}" != 1 ]; then
 fi
 mount --make-rprivate /
 
-cache="$src/build/deb-test"   # shared with deb_package_test.sh
-base="$cache/bookworm-minbase.tar"
-work=$(mktemp -d)
-root="$work/root"
-mkdir -p "$cache" "$root"
-mounts_in_root() { awk -v r="$root" '$5 == r || index($5, r "/") == 1 { print $5 }' /proc/self/mountinfo | sort -r; }
-cleanup() {
-  [ -n "${chroot_base_pid:-}" ] && kill "$chroot_base_pid" 2>/dev/null
-  for mp in $(mounts_in_root); do umount "$mp" 2>/dev/null || umount -l "$mp"; done
-  if [ -n "$(mounts_in_root)" ]; then
-    echo "FAIL: still mounted, $work left in place:"; mounts_in_root; exit 1
-  else
-    rm -rf --one-file-system "$work"
-  fi
-}
-trap cleanup EXIT
-trap 'exit 1' HUP INT TERM
-
-chroot_base_pid=
-if [ -z "$(find "$base" -mtime -7 2>/dev/null)" ]; then
-  phase "mmdebstrap --variant=minbase bookworm (cached as $base)"
-  rm -f "$base"
-  mmdebstrap --quiet --variant=minbase bookworm "$cache/new-wheel.tar" \
-    "deb $mirror/debian bookworm main" "deb $mirror/debian bookworm-updates main" \
-    "deb $mirror/debian-security bookworm-security main" >"$work/mmdebstrap.log" 2>&1 &
-  chroot_base_pid=$!
-else
-  phase "reusing $base"
-fi
+. "$src/packaging/tests/chroot_base.sh"
+start_base_chroot new-wheel
 
 # ---- 1. the wheel ----------------------------------------------------------------
 phase "cmake --workflow --preset wheel"
