@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "core/base/result.hpp"
+#include "core/base/stamp.hpp"
 #include "core/layout/names.hpp"
 #include "core/manifest/manifest.hpp"
-#include "core/verify/verifier.hpp"
 
 namespace sealfs {
 

@@ -38,8 +38,7 @@ struct ListingBasis {
 
 class ListingMemory {
  public:
-  // How long a listing must stay the same after a change to be settled.
-  static constexpr std::chrono::seconds kSettle{1};
+  static constexpr std::chrono::seconds kSettle = Listing::kSettle;
 
   // max_dirs bounds the directories remembered (each costs a digest of its
   // items, and the items themselves where a basis is kept: a few hundred

@@ -28,6 +28,7 @@
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/profile.hpp"
 #include "core/store/progress.hpp"
+#include "core/store/validators.hpp"
 #include "core/verify/validator.hpp"
 
 namespace sealfs {
@@ -73,6 +74,9 @@ struct Listing {
   // copy filled while it changed may be older than the change that was
   // noticed, so none is trusted in that second.
   bool settled = false;
+  // How long a listing must stay the same after a change to be settled: a
+  // listing not settled yet is worth asking for again after this long.
+  static constexpr std::chrono::seconds kSettle{1};
 };
 
 // Something the kernel may hold in its caches and must forget: sent when the

@@ -31,16 +31,4 @@ class ValidatorRegistry {
   std::map<std::string, ValidatorFn, std::less<>> fns_;
 };
 
-// Validators every build knows: "cuda" (core/cuda/cuda.hpp, at the given mode:
-// "off", "structural" or "driver"). Test builds add the test validators.
-ValidatorRegistry default_validators(std::string_view cuda_mode = "structural");
-
-#ifdef SEALFS_TEST_VALIDATORS
-// Test builds only (SEALFS_FAULT_INJECTION=ON): "test-reject", which refuses
-// any file whose content starts with "SEALFS-TEST-REJECT", so tests can
-// trigger EBADMSG through a profile without CUDA images. Defined in
-// tests/support/test_validators.cpp.
-void add_test_validators(ValidatorRegistry& registry);
-#endif
-
 }  // namespace sealfs

@@ -12,22 +12,9 @@
 #include "core/base/digest.hpp"
 #include "core/base/metrics.hpp"
 #include "core/base/result.hpp"
+#include "core/base/stamp.hpp"
 
 namespace sealfs {
-
-struct Stamp {
-  dev_t dev = 0;
-  ino_t ino = 0;
-  off_t size = 0;
-  struct timespec mtime {};
-  struct timespec ctime {};
-  static Stamp of(const struct stat& st);
-  bool operator==(const Stamp& o) const;
-  // A ctime under one second before now: a same-size rewrite within the
-  // same timestamp tick could follow it unseen, so the stamp does not yet
-  // vouch for the content (R8).
-  bool too_recent() const;
-};
 
 class Verifier {
  public:

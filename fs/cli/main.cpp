@@ -121,8 +121,12 @@ int dispatch(Parsed& p) {
     return sealfs::cli::run_remount(p.mount.mountpoint, p.mount_lists, std::cerr);
   if (!apply_lists(p.mount_lists, p.mount)) return 1;
   for (const auto& note : p.mount.notes) std::cerr << "sealfs: " << note << "\n";
-  if (p.mount.debug) p.mount.foreground = true;
-  return sealfs::fuse::run_mount(p.mount, std::cerr);
+  auto config = sealfs::cli::mount_config(p.mount);
+  if (!config) {
+    std::cerr << "sealfs: " << config.error().message << "\n";
+    return 1;
+  }
+  return sealfs::fuse::run_mount(*config, std::cerr);
 }
 
 int run(int argc, char** argv) {

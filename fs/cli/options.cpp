@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/cuda/cuda.hpp"
+#include "core/store/validators.hpp"
 #include "core/verify/validator.hpp"
 
 namespace sealfs::cli {
@@ -260,6 +261,31 @@ Result<std::shared_ptr<const KeyRing>> load_keys(const BackingOptions& options) 
   auto keys = load_key_file(options.key_file);
   if (!keys) return keys.error();
   return std::shared_ptr<const KeyRing>(std::make_shared<KeyRing>(std::move(*keys)));
+}
+
+Result<fuse::MountConfig> mount_config(const MountOptions& options) {
+  fuse::MountConfig out;
+  out.backing = options.backing;
+  out.mountpoint = options.mountpoint;
+  out.profile = options.profile;
+  out.store = store_options(options);
+  out.store.noatime = options.noatime;
+  auto keys = load_keys(options);
+  if (!keys) return keys.error();
+  out.store.keys = std::move(*keys);
+  out.cache_timeout = options.cache_timeout;
+  out.foreground = options.foreground || options.debug;
+  out.debug = options.debug;
+  out.read_only = options.read_only;
+  out.no_open = options.no_open;
+  out.no_opendir = options.no_opendir;
+  out.push_max = options.push_max;
+  out.metrics_file = options.metrics_file;
+  out.metrics_interval = options.metrics_interval;
+  out.fuse_options = fuse_option_string(options);
+  out.conn_options = options.conn_options;
+  out.max_read = options.max_read;
+  return out;
 }
 
 }  // namespace sealfs::cli

@@ -11,6 +11,7 @@
 #include "core/base/result.hpp"
 #include "core/manifest/keys.hpp"
 #include "core/store/store.hpp"
+#include "fs/fuse/mount_config.hpp"
 
 namespace sealfs::cli {
 
@@ -76,5 +77,8 @@ StoreOptions store_options(const BackingOptions& options);
 // The keys of options.key_file (null when none is set): the one line to
 // print on failure is the error's message.
 Result<std::shared_ptr<const KeyRing>> load_keys(const BackingOptions& options);
+// What the mount runs with (fs/fuse/mount_config.hpp): the store's options
+// and keys loaded (the error is the key file's), the libfuse option string.
+Result<fuse::MountConfig> mount_config(const MountOptions& options);
 
 }  // namespace sealfs::cli

@@ -17,7 +17,6 @@
 #include <mutex>
 #include <string>
 
-#include "core/store/listing.hpp"
 #include "fs/fuse/handlers.hpp"
 #include "fs/fuse/request.hpp"
 
@@ -124,7 +123,7 @@ std::shared_ptr<DirHandle> implicit_dir(fuse_req_t req, Filesystem& fs, fuse_ino
     Invalidation again;
     again.dev = inode->dev;
     again.ino = inode->ino;
-    fs.invalidator.post_later(again, ListingMemory::kSettle);
+    fs.invalidator.post_later(again, Listing::kSettle);
   }
   return dir;
 }

@@ -28,7 +28,6 @@
 #include "core/manifest/profile.hpp"
 #include "core/store/store.hpp"
 #include "core/verify/validator.hpp"
-#include "fs/cli/options.hpp"
 #include "fs/fuse/descriptors.hpp"
 #include "fs/fuse/file_handles.hpp"
 #include "fs/fuse/filesystem.hpp"
@@ -188,7 +187,7 @@ bool fusermount3_found() {
   return false;
 }
 
-Result<Profile> check_before_mount(const cli::MountOptions& options, std::ostream& err) {
+Result<Profile> check_before_mount(const MountConfig& options, std::ostream& err) {
   // Without root the mount goes through the setuid fusermount3 (pip
   // installs, issue 27): say which package has it rather than libfuse's
   // "failed to exec fusermount3".
@@ -214,12 +213,12 @@ Result<Profile> check_before_mount(const cli::MountOptions& options, std::ostrea
 
 // The mount's state with its store open on B (before mounting: after the
 // mount, B's path may lead to M) and the root in the inode table.
-bool open_backing(Filesystem& fs, const cli::MountOptions& options, Profile profile, std::ostream& err) {
+bool open_backing(Filesystem& fs, const MountConfig& options, Profile profile, std::ostream& err) {
   fs.cache_timeout = options.cache_timeout;
   fs.max_read = options.max_read;
   // verify=always hashes at every open: it keeps OPEN.
-  fs.no_open = (options.no_open || options.read_only) && options.verify != VerifyMode::always;
-  fs.shared_read_opens = options.verify != VerifyMode::always;
+  fs.no_open = (options.no_open || options.read_only) && options.store.verify != VerifyMode::always;
+  fs.shared_read_opens = options.store.verify != VerifyMode::always;
   if (char* real = ::realpath(options.mountpoint.c_str(), nullptr)) {
     fs.mountpoint = real;
     std::free(real);
@@ -230,17 +229,10 @@ bool open_backing(Filesystem& fs, const cli::MountOptions& options, Profile prof
   // the mount can send the old bytes to B (fs/README.md "Pages pushed").
   fs.pusher.max_file = options.read_only ? options.push_max : 0;
   fs.chown_to_caller = ::geteuid() == 0;
-  StoreOptions store_options = cli::store_options(options);
-  store_options.noatime = options.noatime;
+  StoreOptions store_options = options.store;
   // The store's directory contexts count against the descriptor limit too.
   store_options.dir_contexts_max = std::clamp<std::size_t>(InodeEvictor::bound_for(descriptor_limit()) / 8,
                                                            16, store_options.dir_contexts_max);
-  auto keys = cli::load_keys(options);
-  if (!keys) {
-    err << "sealfs: " << keys.error().message << "\n";
-    return false;
-  }
-  store_options.keys = std::move(*keys);
   fs.attach_hooks(store_options);
 #ifdef SEALFS_FAULT_INJECTION
   install_fault_hook(store_options);
@@ -261,7 +253,7 @@ bool open_backing(Filesystem& fs, const cli::MountOptions& options, Profile prof
 }
 
 // -o max_write=, async_read, …: parsed by libfuse now, applied in init.
-bool parse_conn_options(Filesystem& fs, const cli::MountOptions& options, std::ostream& err) {
+bool parse_conn_options(Filesystem& fs, const MountConfig& options, std::ostream& err) {
   if (options.conn_options.empty()) return true;
   std::string list;
   for (const auto& o : options.conn_options) list += (list.empty() ? "" : ",") + o;
@@ -280,9 +272,9 @@ bool parse_conn_options(Filesystem& fs, const cli::MountOptions& options, std::o
 
 // A FUSE session for fs, with its signal handlers, mounted; null (and a line
 // on err) when any of that fails.
-SessionPtr mount_session(Filesystem& fs, const cli::MountOptions& options, std::ostream& err) {
+SessionPtr mount_session(Filesystem& fs, const MountConfig& options, std::ostream& err) {
   FuseArgs args;
-  bool args_ok = args.add("sealfs") && args.add("-o") && args.add(cli::fuse_option_string(options));
+  bool args_ok = args.add("sealfs") && args.add("-o") && args.add(options.fuse_options);
   if (options.debug) args_ok = args_ok && args.add("-d");
   if (!args_ok) {
     err << "sealfs: out of memory\n";
@@ -290,7 +282,7 @@ SessionPtr mount_session(Filesystem& fs, const cli::MountOptions& options, std::
   }
   SessionPtr se(fuse_session_new(&args.args, &operations(), sizeof(fuse_lowlevel_ops), &fs));
   if (!se) {
-    err << "sealfs: cannot start a FUSE session with options " << cli::fuse_option_string(options) << "\n";
+    err << "sealfs: cannot start a FUSE session with options " << options.fuse_options << "\n";
     return nullptr;
   }
   if (fuse_set_signal_handlers(se.get()) != 0 || !cancel_hashes_on_stop_signals()) {
@@ -311,7 +303,7 @@ struct MetricsFileSetting {
   std::chrono::milliseconds interval{0};
 };
 
-std::optional<MetricsFileSetting> check_metrics_file(const cli::MountOptions& options, std::ostream& err) {
+std::optional<MetricsFileSetting> check_metrics_file(const MountConfig& options, std::ostream& err) {
   MetricsFileSetting setting;
   if (options.metrics_file.empty()) return setting;
   auto path = metrics_file_path(options.metrics_file, options.mountpoint, options.backing);
@@ -367,7 +359,7 @@ std::optional<int> serve(Filesystem& fs, fuse_session* se, bool foreground, cons
 
 }  // namespace
 
-int run_mount(const cli::MountOptions& options, std::ostream& err) {
+int run_mount(const MountConfig& options, std::ostream& err) {
   auto profile = check_before_mount(options, err);
   if (!profile) return 1;
   const auto metrics = check_metrics_file(options, err);

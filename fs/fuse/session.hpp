@@ -6,11 +6,11 @@
 
 #include <ostream>
 
-#include "fs/cli/options.hpp"
+#include "fs/fuse/mount_config.hpp"
 
 namespace sealfs::fuse {
 
 // Returns the process exit status.
-int run_mount(const cli::MountOptions& options, std::ostream& err);
+int run_mount(const MountConfig& options, std::ostream& err);
 
 }  // namespace sealfs::fuse

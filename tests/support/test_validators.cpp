@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/store/validators.hpp"
 #include "core/verify/validator.hpp"
 
 namespace sealfs {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/base/unique_fd.hpp"
+#include "core/store/validators.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace sealfs {
