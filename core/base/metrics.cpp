@@ -29,6 +29,7 @@ constexpr std::pair<std::string_view, Field> kScalars[] = {
     {"in_progress", &MetricsSnapshot::in_progress},
     {"inode_bound", &MetricsSnapshot::inode_bound},
     {"inodes", &MetricsSnapshot::inodes},
+    {"judgements", &MetricsSnapshot::judgements},
     {"lookups", &MetricsSnapshot::lookups},
     {"misses", &MetricsSnapshot::misses},
     {"open_handles", &MetricsSnapshot::open_handles},
@@ -164,6 +165,7 @@ MetricsSnapshot Metrics::snapshot(const Gauges& gauges) const {
   s.hidden = hidden.load(std::memory_order_relaxed);
   s.hits = hits.load(std::memory_order_relaxed);
   s.lookups = lookups.load(std::memory_order_relaxed);
+  s.judgements = judgements.load(std::memory_order_relaxed);
   s.misses = misses.load(std::memory_order_relaxed);
   s.publishes = publishes.load(std::memory_order_relaxed);
   s.quarantined = quarantined.load(std::memory_order_relaxed);

@@ -107,6 +107,7 @@ struct MetricsSnapshot {
   std::uint64_t hidden = 0;
   std::uint64_t hits = 0;
   std::uint64_t lookups = 0;
+  std::uint64_t judgements = 0;
   std::uint64_t misses = 0;
   std::uint64_t publishes = 0;
   std::uint64_t quarantined = 0;
@@ -137,6 +138,9 @@ struct MetricsSnapshot {
 
 struct Metrics {
   std::atomic<std::uint64_t> lookups{0};
+  // Names judged against the rules (Judge::judge): a request that judges a
+  // name more than once shows here (issue 26: one judgement per name).
+  std::atomic<std::uint64_t> judgements{0};
   std::atomic<std::uint64_t> hits{0};    // lookups answered with a verified sealed object
   std::atomic<std::uint64_t> misses{0};  // lookups answered ENOENT: B holds no such name
   // Lookups answered ENOENT because of R2/R3/R4/R7, in total and by reason

@@ -22,6 +22,9 @@ constexpr Family kBeforeReasons[] = {
      &MetricsSnapshot::hits},
     {"sealfs_misses_total", "counter",
      "Lookups answered ENOENT because the backing store holds no such name.", &MetricsSnapshot::misses},
+    {"sealfs_judgements_total", "counter",
+     "Names judged against the visibility rules, by lookups, listings, opens and publishes.",
+     &MetricsSnapshot::judgements},
 };
 constexpr Family kAfterReasons[] = {
     {"sealfs_publishes_total", "counter", "Successful publishes (R1 rename, R10 link).",

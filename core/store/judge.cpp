@@ -56,6 +56,7 @@ void note_manifest(Judgement& j, EntryLocation where, std::string key, const Ent
 
 Result<Judgement> Judge::judge(const DirContext& ctx, int dir_fd, std::string_view name, VerifyDepth depth,
                                const EntryVerdict* entry_verdict) const {
+  metrics_.judgements.fetch_add(1, std::memory_order_relaxed);
   Judgement j;
   auto st = stat_at(dir_fd, name);
   if (!st) {

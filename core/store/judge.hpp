@@ -63,8 +63,9 @@ struct Judgement {
 class Judge {
  public:
   // All of them must outlive the judge (they live in Store::Impl).
-  Judge(const Profile& profile, EntryVerifier& entries, const Policy& policy, const LinkRecords& links)
-      : profile_(profile), entries_(entries), policy_(policy), links_(links) {}
+  Judge(const Profile& profile, EntryVerifier& entries, const Policy& policy, const LinkRecords& links,
+        Metrics& metrics)
+      : profile_(profile), entries_(entries), policy_(policy), links_(links), metrics_(metrics) {}
 
   // The verdict on ctx's directory dir_fd / name, verifying as deep as depth
   // allows (EAGAIN when cached_only finds no fresh verdict). Errors that are
@@ -100,6 +101,7 @@ class Judge {
   EntryVerifier& entries_;
   const Policy& policy_;
   const LinkRecords& links_;
+  Metrics& metrics_;  // judgements: each call of judge()
 };
 
 }  // namespace sealfs

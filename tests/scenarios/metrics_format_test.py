@@ -43,6 +43,7 @@ EXPECTED_TYPES = {
     "sealfs_lookups": "counter",
     "sealfs_hits": "counter",
     "sealfs_misses": "counter",
+    "sealfs_judgements": "counter",
     "sealfs_hidden": "counter",
     "sealfs_quarantined": "counter",
     "sealfs_publish_duration_seconds": "histogram",

@@ -32,6 +32,36 @@ TEST_F(StoreTest, AMissIsNotAHiddenName) {
   EXPECT_EQ(hidden_for(store(), HideReason::reserved), 1u);
 }
 
+// Issue 26 point 6: each request judges each name once on the warm paths.
+// judgements counts every Judge::judge; these say how many a request takes.
+std::uint64_t judgements_of(Store& store) { return store.status().judgements; }
+
+TEST_F(StoreTest, AWarmLookupJudgesItsNameOnce) {
+  publish_entry("k", {{"lib.so", "0123456789abcdef"}, {"a.cu", "src"}});
+  ASSERT_TRUE(visible("c/k/lib.so"));  // warm: verdicts cached, nothing to hash
+  for (const char* rel : {"c", "c/k", "c/k/lib.so", "c/k/a.cu"}) {
+    SCOPED_TRACE(rel);
+    const auto before = judgements_of(store());
+    ASSERT_TRUE(visible(rel));
+    EXPECT_EQ(judgements_of(store()) - before, 1u);
+  }
+  const auto before = judgements_of(store());
+  EXPECT_EQ(lookup_errno("c/k/none"), ENOENT);
+  EXPECT_EQ(judgements_of(store()) - before, 1u) << "a miss";
+}
+
+TEST_F(StoreTest, AListingJudgesEachNameOnce) {
+  for (const char* k : {"k1", "k2", "k3"}) publish_entry(k, {{"lib.so", k}, {"a.cu", "src"}});
+  ASSERT_EQ(listed("c").size(), 3u);
+  ASSERT_EQ(listed("c/k1").size(), 2u);
+  auto before = judgements_of(store());
+  EXPECT_EQ(listed("c").size(), 3u);
+  EXPECT_LE(judgements_of(store()) - before, 3u) << "three entries";
+  before = judgements_of(store());
+  EXPECT_EQ(listed("c/k2").size(), 2u);
+  EXPECT_LE(judgements_of(store()) - before, 2u) << "an entry's two files";
+}
+
 TEST_F(StoreTest, UnlistedFilesAreHiddenAsUnlisted) {
   publish_entry("k", {{"a", "a"}});
   write_file(B("c/k/extra"), "not listed");
