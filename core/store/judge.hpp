@@ -54,10 +54,7 @@ struct Judgement {
   std::string key;
   std::optional<Stamp> seen;
 
-  bool sealed_file() const {
-    return verdict == Verdict::visible &&
-           (kind == ObjectKind::sealed_file || kind == ObjectKind::file_in_entry);
-  }
+  bool sealed_file() const { return verdict == Verdict::visible && is_sealed(kind); }
 };
 
 class Judge {

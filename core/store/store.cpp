@@ -71,8 +71,7 @@ Result<Found> lookup_at(Store::Impl& s, int dir_fd, std::string_view name, Verif
         s.metrics.misses.fetch_add(1, std::memory_order_relaxed);  // gone while judged, again and again
         return make_error(ENOENT, found.error().message);
       }
-      if (j->kind == ObjectKind::entry_root || j->kind == ObjectKind::sealed_file ||
-          j->kind == ObjectKind::file_in_entry)
+      if (j->kind == ObjectKind::entry_root || is_sealed(j->kind))
         s.metrics.hits.fetch_add(1, std::memory_order_relaxed);
       return found;
     }

@@ -48,6 +48,11 @@ enum class ObjectKind {
   volatile_obj,   // anything in a volatile area: plain passthrough
   special,        // FIFO, socket or device node: shown as it is, never sealed (R10)
 };
+// A file whose content a manifest vouches for: on its own (a file entry) or
+// listed in a directory entry's manifest. The one test of it.
+constexpr bool is_sealed(ObjectKind kind) {
+  return kind == ObjectKind::sealed_file || kind == ObjectKind::file_in_entry;
+}
 
 struct Found {
   UniqueFd fd;        // O_PATH|O_NOFOLLOW fd of the backing object

@@ -24,10 +24,6 @@ constexpr std::size_t kChunk = 1 << 20;
 constexpr int kInodeWaits = 40;
 constexpr std::chrono::microseconds kInodeWait{50};
 
-bool sealed_kind(ObjectKind kind) {
-  return kind == ObjectKind::sealed_file || kind == ObjectKind::file_in_entry;
-}
-
 // Reads [off, off + len) of fd into buf; false on a short read (the file
 // shrank: the stamp check would fail anyway) or an error.
 bool read_fully(int fd, char* buf, std::size_t len, off_t off) {
@@ -84,7 +80,7 @@ void push_range(Filesystem& fs, fuse_ino_t ino, FileHandle& handle, off_t from, 
 }  // namespace
 
 void push_after_lookup(Filesystem& fs, fuse_ino_t ino, ObjectKind kind, const struct stat& st) {
-  if (fs.pusher.session() == nullptr || !sealed_kind(kind) || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+  if (fs.pusher.session() == nullptr || !is_sealed(kind) || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
       st.st_size > fs.pusher.max_file)
     return;
   // The request was answered and is gone: nothing may ask it whether it was

@@ -57,9 +57,6 @@ inline void reply_status(fuse_req_t req, const Status& status) {
 
 // How long the kernel may cache an object of this kind (request.cpp says why).
 double timeout_for(const Filesystem& fs, ObjectKind kind, mode_t mode);
-inline bool is_sealed(ObjectKind kind) {
-  return kind == ObjectKind::sealed_file || kind == ObjectKind::file_in_entry;
-}
 
 // The pages of a regular file whose content changed behind the mount go
 // (Inode::report); asynchronously, through the invalidator.
