@@ -3,6 +3,9 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <syslog.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include "fs/fuse/request.hpp"
 
@@ -289,6 +292,52 @@ void settle_seals(Filesystem& fs, const std::vector<WriterTracking::Key>& keys) 
 
 namespace {
 
+// Errors that say nothing about the file (out of descriptors, memory or
+// space, interrupted, busy): a seal that meets one is tried again later.
+// Left unsealed, a file closed normally would be hidden for good, and its
+// name's next create would move it to quarantine (R5).
+bool transient(int code) {
+  return code == EMFILE || code == ENFILE || code == ENOMEM || code == ENOSPC || code == EDQUOT ||
+         code == EINTR || code == EAGAIN || code == EBUSY;
+}
+
+// How often, and so for how long (DeferredSeals' delay apart), a last close
+// meeting transient errors is tried before the file is left unsealed.
+constexpr int kLastCloseAttempts = 20;
+
+// What a last close leads to: the seal or the abandon of the file, under its
+// gate. The file stops being in progress before its gate opens: a rename or
+// lookup waiting on the gate then finds it sealed, never in between. While
+// the work fails for a transient reason it stays in progress and the seal
+// thread tries again (a new writer takes that over, a rename or unlink runs
+// it first: settle_seals).
+void end_last_close(Filesystem& fs, const InodeRef& inode, const std::shared_ptr<const UniqueFd>& pfd,
+                    const Inode::SeenAt& seen, LastClose what, int attempt) {
+  Status status;
+  {
+    WriterTracking::Hold gate;
+    if (what != LastClose::untouched) {
+      gate = fs.writers.hold(inode->dev, inode->ino);
+      if (const int injected = fs.test_errno("last_close"); injected != 0)
+        status = make_error(injected, "injected by SEALFS_FAULT_ERRNO");
+      else
+        status = what == LastClose::abandon ? fs.store->abandon(pfd->get(), seen.hint())
+                                            : fs.store->seal(pfd->get(), seen.hint());
+    }
+    if (!status && transient(status.code()) && attempt + 1 < kLastCloseAttempts) {
+      if (status.code() == EMFILE || status.code() == ENFILE) (void)fs.make_room();
+      const bool posted = fs.deferred.post({inode->dev, inode->ino}, [&fs, inode, pfd, seen, what, attempt] {
+        end_last_close(fs, inode, pfd, seen, what, attempt + 1);
+      });
+      if (posted) return;
+    }
+    fs.writers.finished(inode->dev, inode->ino);
+  }
+  if (!status)
+    syslog(LOG_WARNING, "sealfs: %s at last close (attempt %d): %s",
+           what == LastClose::abandon ? "abandon" : "seal", attempt + 1, status.error().message.c_str());
+}
+
 // A seal after a last close that may wait (DeferredSeals): the file is
 // large enough for its hash to cost, and the seal thread runs.
 bool seal_later(Filesystem& fs, FileHandle& handle, const std::shared_ptr<const UniqueFd>& pfd,
@@ -301,13 +350,7 @@ bool seal_later(Filesystem& fs, FileHandle& handle, const std::shared_ptr<const 
     return false;
   const InodeRef inode = handle.inode;
   return fs.deferred.post({inode->dev, inode->ino}, [&fs, inode, pfd, seen] {
-    Status status;
-    {
-      WriterTracking::Hold gate = fs.writers.hold(inode->dev, inode->ino);
-      status = fs.store->seal(pfd->get(), seen.hint());
-      fs.writers.finished(inode->dev, inode->ino);
-    }
-    if (!status) syslog(LOG_WARNING, "sealfs: seal after last close: %s", status.error().message.c_str());
+    end_last_close(fs, inode, pfd, seen, LastClose::seal, 0);
   });
 }
 
@@ -321,28 +364,10 @@ void finish_handle(Filesystem& fs, FileHandle& handle) {
                       handle.closed_normally.load()};
   const auto last = fs.writers.released(inode->dev, inode->ino, end);
   if (!last) return;
-  if (*last == LastClose::seal) {
-    const auto pfd = handle.opened_as ? handle.opened_as : inode->path_fd();
-    const auto seen = handle.opened_as ? handle.opened_at : inode->last_seen();
-    if (seal_later(fs, handle, pfd, seen)) return;
-  }
-  Status status;
-  {
-    // The file stops being in progress before its gate opens: a rename or
-    // lookup waiting on the gate then finds it sealed, never in between.
-    WriterTracking::Hold gate;
-    if (*last != LastClose::untouched) {
-      gate = fs.writers.hold(inode->dev, inode->ino);
-      const auto pfd = handle.opened_as ? handle.opened_as : inode->path_fd();
-      const auto seen = handle.opened_as ? handle.opened_at : inode->last_seen();
-      status = *last == LastClose::abandon ? fs.store->abandon(pfd->get(), seen.hint())
-                                           : fs.store->seal(pfd->get(), seen.hint());
-    }
-    fs.writers.finished(inode->dev, inode->ino);
-  }
-  if (!status)
-    syslog(LOG_WARNING, "sealfs: %s at last close: %s", *last == LastClose::abandon ? "abandon" : "seal",
-           status.error().message.c_str());
+  const auto pfd = handle.opened_as ? handle.opened_as : inode->path_fd();
+  const auto seen = handle.opened_as ? handle.opened_at : inode->last_seen();
+  if (*last == LastClose::seal && seal_later(fs, handle, pfd, seen)) return;
+  end_last_close(fs, inode, pfd, seen, *last, 0);
 }
 
 // R2: a READ that reaches the daemon (a page the kernel does not hold) serves
@@ -370,6 +395,43 @@ int unverified_errno(Filesystem& fs, FileHandle& handle) {
   std::lock_guard lock(handle.stamp_mu);
   handle.verified = Stamp::of(*again);
   return 0;
+}
+
+namespace {
+
+// pread until size bytes or the end of the file.
+Result<std::size_t> read_at(int fd, char* buf, std::size_t size, off_t off) {
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd, buf + done, size - done, off + static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno_error("read");
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  return done;
+}
+
+}  // namespace
+
+Result<std::size_t> read_verified(Filesystem& fs, FileHandle& handle, char* buf, std::size_t size,
+                                  off_t off) {
+  // A file rewritten behind the mount again and again is refused after a
+  // few tries rather than chased.
+  constexpr int kAttempts = 3;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    if (const int err = unverified_errno(fs, handle); err != 0) return make_error(err, "read: not verified");
+    fs.test_step("read_checked");  // tests change the file here
+    auto n = read_at(handle.fd.get(), buf, size, off);
+    if (!n) return n.error();
+    auto st = fs.store->attributes(handle.fd.get());
+    if (!st) return make_error(read_errno(st.error()), st.error().message);
+    std::lock_guard lock(handle.stamp_mu);
+    if (Stamp::of(*st) == handle.verified) return *n;
+  }
+  syslog(LOG_WARNING, "sealfs: a READ found its file changed behind the mount during each of %d reads",
+         kAttempts);
+  return make_error(EIO, "read: the file changed during every read");
 }
 
 }  // namespace sealfs::fuse

@@ -105,5 +105,12 @@ bool keep_as_reader(Filesystem& fs, const InodeRef& inode, const std::shared_ptr
 // READ's errno: EIO when the bytes are not what was verified, ESTALE when
 // the file is gone from B.
 int unverified_errno(Filesystem& fs, FileHandle& handle);
+// R2 for the bytes themselves: a READ of a sealed file's handle reads into
+// buf and then compares the stamp again. A write behind the mount moves the
+// file's times before its data (the kernel updates them first), so bytes
+// changed between the first check and the read show in the second; such a
+// read is done again after the file is verified again (unverified_errno).
+// The bytes read (short at the end of the file), or the READ's errno.
+Result<std::size_t> read_verified(Filesystem& fs, FileHandle& handle, char* buf, std::size_t size, off_t off);
 
 }  // namespace sealfs::fuse

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -84,6 +85,10 @@ struct Filesystem {
   void test_step(std::string_view step) const {
     if (store && store->options().fault_hook) store->options().fault_hook(step);
   }
+  // Test builds: the errno a step of the adapter's own fails with this time
+  // (SEALFS_FAULT_ERRNO), 0 for none.
+  int test_errno(std::string_view step) const { return fault_errno ? fault_errno(step) : 0; }
+  std::function<int(std::string_view step)> fault_errno;
 
   std::unique_ptr<Store> store;
   InodeTable inodes;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -151,7 +152,31 @@ std::map<std::string, int, std::less<>> parse_delays(std::string_view text) {
   return delays;
 }
 
-void install_fault_hook(StoreOptions& options) {
+// SEALFS_FAULT_ERRNO=<step>:<errno>:<count>: the first count times the
+// adapter reaches step, it fails there with errno ("last_close": the seal or
+// abandon after a last close), as a daemon out of descriptors would.
+void install_fault_errno(Filesystem& fs) {
+  const char* spec = std::getenv("SEALFS_FAULT_ERRNO");
+  if (spec == nullptr) return;
+  const std::string_view text(spec);
+  const auto first = text.find(':');
+  const auto second = first == std::string_view::npos ? first : text.find(':', first + 1);
+  if (second == std::string_view::npos) return;
+  int code = 0;
+  int count = 0;
+  const std::string_view code_text = text.substr(first + 1, second - first - 1);
+  const std::string_view count_text = text.substr(second + 1);
+  if (std::from_chars(code_text.data(), code_text.data() + code_text.size(), code).ec != std::errc{} ||
+      std::from_chars(count_text.data(), count_text.data() + count_text.size(), count).ec != std::errc{})
+    return;
+  auto left = std::make_shared<std::atomic<int>>(count);
+  fs.fault_errno = [step = std::string(text.substr(0, first)), code, left](std::string_view at) {
+    return at == step && left->fetch_sub(1) > 0 ? code : 0;
+  };
+}
+
+void install_fault_hook(Filesystem& fs, StoreOptions& options) {
+  install_fault_errno(fs);
   const char* step = std::getenv("SEALFS_FAULT_STEP");
   const char* delay = std::getenv("SEALFS_FAULT_DELAY");
   const std::string wanted = step != nullptr ? step : "";
@@ -235,7 +260,7 @@ bool open_backing(Filesystem& fs, const MountConfig& options, Profile profile, s
                                                            16, store_options.dir_contexts_max);
   fs.attach_hooks(store_options);
 #ifdef SEALFS_FAULT_INJECTION
-  install_fault_hook(store_options);
+  install_fault_hook(fs, store_options);
 #endif
   auto store = Store::open_backing(options.backing, std::move(profile), std::move(store_options));
   if (!store) {

@@ -268,5 +268,26 @@ TEST_F(CloseWindow, ManyRsyncSequencesAtOnce) {
   }
 }
 
+// A seal that meets a transient error (here EMFILE, injected three times;
+// found as stress-ng's dentry stressor leaving files unsealed when the daemon
+// ran out of descriptors mid-seal) is tried again: the file closed normally
+// ends sealed and visible, and its name's next create does not move it to
+// quarantine as a hidden object in the way (R5).
+TEST_F(CloseWindow, ASealOutOfDescriptorsIsTriedAgain) {
+  SEALFS_REQUIRE_FUSE();
+  mount_with("SEALFS_FAULT_ERRNO=last_close:24:3");
+  const std::string data = content('e');
+  write_new(m("f"), data);
+  expect_sealed_as("f", data);
+  EXPECT_EQ(lstat_errno(m("f")), 0);
+  {
+    UniqueFd fd(::open(m("f").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+    ASSERT_EQ(::write(fd.get(), "again", 5), 5);
+  }
+  expect_sealed_as("f", "again");
+  expect_clean_store();
+}
+
 }  // namespace
 }  // namespace sealfs::test
