@@ -261,9 +261,11 @@ bool process_holds(pid_t tgid, ino_t ino, const std::vector<std::uint64_t>& moun
 
 bool writer_visible(pid_t tid) {
   if (tid <= 0) return false;
+  // A permission check, not an open: a daemon out of descriptors (EMFILE)
+  // must not take a writer it can see for one it cannot (R4 would refuse its
+  // writes with EPERM). fdinfo's permission is the ptrace check an open makes.
   const std::string fdinfo = "/proc/" + std::to_string(tid) + "/fdinfo";
-  UniqueFd dir(::open(fdinfo.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  return dir.valid();
+  return ::faccessat(AT_FDCWD, fdinfo.c_str(), R_OK | X_OK, AT_EACCESS) == 0;
 }
 
 bool proc_is_own_namespace() {

@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -90,6 +92,28 @@ TEST(WriterVisibleTest, PidZeroIsUnseenAndOurOwnProcessIsSeen) {
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
   EXPECT_FALSE(writer_visible(child)) << "a reaped process is no writer";
+}
+
+// A daemon out of descriptors still sees a writer it can see: the check takes
+// no descriptor (an open that failed with EMFILE turned every in-place write
+// into an EPERM refusal under stress-ng's dentry burst).
+TEST(WriterVisibleTest, OutOfDescriptorsAWriterIsStillSeen) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    struct rlimit lim {
+      64, 64
+    };
+    if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) ::_exit(3);
+    while (::open("/dev/null", O_RDONLY) >= 0) {
+    }
+    if (errno != EMFILE) ::_exit(4);
+    ::_exit(writer_visible(::getppid()) ? 0 : 5);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "3: setrlimit, 4: no EMFILE, 5: not seen";
 }
 
 TEST(ProcessGoneTest, AZombieIsGoneAndALiveProcessIsNot) {
