@@ -358,6 +358,7 @@ bool seal_later(Filesystem& fs, FileHandle& handle, const std::shared_ptr<const 
 
 void finish_handle(Filesystem& fs, FileHandle& handle) {
   handle.fd.reset();
+  if (handle.awaiting_release.exchange(false)) fs.closed_unreleased.fetch_sub(1, std::memory_order_relaxed);
   if (!handle.tracked) return;
   const InodeRef& inode = handle.inode;
   const HandleEnd end{handle.changed.load(), handle.abandoned.load() || !handle.flushed.load(), handle.made,

@@ -106,6 +106,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
     if (!fs.make_room()) return (void)fuse_reply_err(req, ENFILE);
+    fs.wait_for_release_backlog();
     // R4's unseen-writer policy (file_handles.hpp): refused before anything
     // is made. A read-only O_CREAT makes an empty file, which no death can
     // leave partial: it stays allowed.
@@ -250,6 +251,8 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
         handle->closed_normally = true;
     }
     handle->flushed = true;
+    if (handle->tracked && !handle->awaiting_release.exchange(true))
+      fs.closed_unreleased.fetch_add(1, std::memory_order_relaxed);
     fuse_reply_err(req, 0);
   });
 }

@@ -1,5 +1,6 @@
 #include "fs/fuse/filesystem.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -47,6 +48,19 @@ void Filesystem::attach_hooks(StoreOptions& options) {
     g.descriptor_limit = descriptor_limit();
     return g;
   };
+}
+
+void Filesystem::wait_for_release_backlog() {
+  constexpr auto kBacklogWait = std::chrono::seconds(2);
+  constexpr auto kPoll = std::chrono::milliseconds(2);
+  const std::uint64_t most = std::max<std::uint64_t>(evictor.bound() / 2, 16);
+  if (closed_unreleased.load(std::memory_order_relaxed) <= most) return;
+  // Down to three quarters of it, so that creates do not wait one by one.
+  const std::uint64_t resume = most * 3 / 4;
+  const auto deadline = std::chrono::steady_clock::now() + kBacklogWait;
+  while (closed_unreleased.load(std::memory_order_relaxed) > resume &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(kPoll);
 }
 
 bool Filesystem::make_room() {

@@ -50,6 +50,9 @@ struct FileHandle {
   // create cut short by SIGKILL, a reply that failed) or lost its closer's
   // FLUSH: R4 cannot call that a normal close, so it counts as abandoned.
   std::atomic<bool> flushed{false};
+  // Closed (its FLUSH came) and still waiting for its RELEASE: counted in
+  // Filesystem::closed_unreleased while true.
+  std::atomic<bool> awaiting_release{false};
   // R10: an abandoned writer abandons only a file its handle changed (wrote,
   // truncated, allocated); a file it merely opened stays as it was, and one
   // it only created is sealed (empty) all the same.
@@ -165,6 +168,13 @@ struct Filesystem {
   // low then (open handles, which no eviction frees, fill the table, or the
   // limit was lowered below what is held).
   bool make_room();
+  // Write handles closed and waiting for their RELEASE, each still holding
+  // its descriptor: the kernel sends RELEASEs in the background, a few at a
+  // time, and each ends in a seal, so a burst of creates (stress-ng's dentry
+  // stressor: thousands a second) outruns them. A CREATE waits, at most
+  // kBacklogWait, while more than half the inode bound of them wait.
+  std::atomic<std::uint64_t> closed_unreleased{0};
+  void wait_for_release_backlog();
 };
 
 // The operations table; userdata passed to fuse_session_new must be a Filesystem*.
