@@ -24,6 +24,7 @@
 #include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/invalidator.hpp"
 #include "fs/fuse/page_push.hpp"
+#include "fs/fuse/passthrough.hpp"
 #include "fs/fuse/reaper.hpp"
 #include "fs/fuse/writer_tracking.hpp"
 
@@ -61,6 +62,9 @@ struct FileHandle {
   bool sealed_read = false;
   std::mutex stamp_mu;
   Stamp verified{};
+  // The handle an inode's passthrough opens share (passthrough.hpp): their
+  // RELEASE ends a passthrough open, and never closes it.
+  bool passthrough = false;
 };
 
 struct DirHandle {
@@ -97,6 +101,7 @@ struct Filesystem {
   ImplicitDirs implicit_dirs;    // fh 0: the handles OPENDIR would have made (no_opendir)
   Reaper reaper;                 // ends implicit writers whose processes left without a FLUSH
   DeferredSeals deferred;        // seals of large files, a moment after their last close (R4)
+  PassthroughOpens passthrough;  // backing ids and each inode's opens by kind (issue 25)
   double cache_timeout = 1.0;    // seconds, for sealed and verified objects
   bool chown_to_caller = false;  // running as root: created objects belong to the caller
   // OPEN is answered ENOSYS (-o no_open or ro, unless verify=always, which

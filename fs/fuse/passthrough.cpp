@@ -1,0 +1,121 @@
+#include "fs/fuse/passthrough.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+
+#include "fs/fuse/filesystem.hpp"
+
+namespace sealfs::fuse {
+namespace {
+
+bool same_file(const FileHandle& a, const FileHandle& b) {
+  struct stat sa {};
+  struct stat sb {};
+  return ::fstat(a.fd.get(), &sa) == 0 && ::fstat(b.fd.get(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
+}  // namespace
+
+int PassthroughOpens::acquire(fuse_req_t req, fuse_ino_t ino, const std::shared_ptr<FileHandle>& handle,
+                              int& errno_out) {
+  errno_out = 0;
+#if SEALFS_HAVE_PASSTHROUGH
+  if (!granted()) return 0;
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(ino);
+  if (it != entries_.end() && it->second.cached > 0) return 0;
+  if (it != entries_.end() && it->second.backing_id > 0) {
+    if (same_file(*it->second.handle, *handle)) {
+      ++it->second.passthrough;
+      return it->second.backing_id;
+    }
+    if (it->second.passthrough > 0) return 0;
+    // A dormant id (its open's reply failed) of a file no longer served.
+    fuse_passthrough_close(req, it->second.backing_id);
+    it->second.backing_id = 0;
+    it->second.handle.reset();
+  }
+  if (!enabled()) return 0;
+  errno = 0;
+  const int id = fuse_passthrough_open(req, handle->fd.get());
+  if (id <= 0) {
+    errno_out = errno != 0 ? errno : EIO;
+    failed_.store(true, std::memory_order_relaxed);
+    return 0;
+  }
+  Entry& entry = entries_[ino];
+  entry.backing_id = id;
+  entry.passthrough = 1;
+  entry.handle = handle;
+  return id;
+#else
+  (void)req;
+  (void)ino;
+  (void)handle;
+  return 0;
+#endif
+}
+
+std::shared_ptr<FileHandle> PassthroughOpens::shared_handle(fuse_ino_t ino) const {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(ino);
+  return it == entries_.end() ? nullptr : it->second.handle;
+}
+
+void PassthroughOpens::release(fuse_req_t req, fuse_ino_t ino) {
+  std::shared_ptr<FileHandle> last;  // closed outside the lock
+  {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(ino);
+    if (it == entries_.end() || it->second.passthrough == 0) return;
+    released_.notify_all();
+    if (--it->second.passthrough > 0 || req == nullptr) return;  // no request: the id stays, dormant
+#if SEALFS_HAVE_PASSTHROUGH
+    if (it->second.backing_id > 0) fuse_passthrough_close(req, it->second.backing_id);
+#endif
+    it->second.backing_id = 0;
+    last = std::move(it->second.handle);
+    if (it->second.cached == 0) entries_.erase(it);
+  }
+}
+
+void PassthroughOpens::cached_opened(fuse_ino_t ino) {
+  if (!granted()) return;
+  std::lock_guard lock(mu_);
+  ++entries_[ino].cached;
+}
+
+void PassthroughOpens::cached_released(fuse_ino_t ino) {
+  if (!granted()) return;
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(ino);
+  if (it == entries_.end() || it->second.cached == 0) return;
+  if (--it->second.cached == 0 && it->second.backing_id == 0) entries_.erase(it);
+}
+
+bool PassthroughOpens::has_passthrough(fuse_ino_t ino) const {
+  if (!granted()) return false;
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(ino);
+  return it != entries_.end() && it->second.passthrough > 0;
+}
+
+bool PassthroughOpens::wait_unused(fuse_ino_t ino, std::chrono::milliseconds limit) {
+  if (!granted()) return true;
+  std::unique_lock lock(mu_);
+  return released_.wait_for(lock, limit, [&] {
+    auto it = entries_.find(ino);
+    return it == entries_.end() || it->second.passthrough == 0;
+  });
+}
+
+bool PassthroughOpens::has_cached(fuse_ino_t ino) const {
+  if (!granted()) return false;
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(ino);
+  return it != entries_.end() && it->second.cached > 0;
+}
+
+}  // namespace sealfs::fuse
