@@ -146,6 +146,8 @@ Status apply_mount_option(const Option& opt, MountOptions& o) {
   }
   if (!opt.has_value && (key == "no_open" || key == "keep_open")) {
     o.no_open = key == "no_open";
+  } else if (!opt.has_value && (key == "no_passthrough" || key == "passthrough")) {
+    o.no_passthrough = key == "no_passthrough";
   } else if (!opt.has_value && (key == "no_opendir" || key == "keep_opendir")) {
     o.no_opendir = key == "no_opendir";
   } else if (key == "push_max") {

@@ -42,6 +42,12 @@ struct MountOptions : BackingOptions {
   // OPENDIR answered ENOSYS (fs/README.md "Without OPENDIR"): the default;
   // -o keep_opendir lists the directory in the store at every opendir.
   bool no_opendir = true;
+  // -o no_passthrough: no FUSE passthrough (issue 25, fs/fuse/passthrough.hpp)
+  // even where the libfuse, kernel and privileges allow it: every READ that
+  // misses the page cache reaches the daemon, which checks the stamp (R2), so
+  // a descriptor held across an in-place rewrite behind the mount gets EIO
+  // rather than B's new bytes. `passthrough` (the default) is accepted too.
+  bool no_passthrough = false;
   // -o push_max=BYTES (-o ro mounts only): the largest sealed file whose verified bytes go into
   // the kernel's page cache at its first lookup (fs/fuse/page_push.hpp); 0: none.
   unsigned push_max = 64U << 20;

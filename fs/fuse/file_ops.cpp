@@ -136,7 +136,9 @@ bool open_passthrough(fuse_req_t req, Filesystem& fs, const InodeRef& inode, int
   if (refused != 0) log_passthrough_refused(refused);
   if (id <= 0) return active ? (fuse_reply_err(req, EIO), true) : false;
   fi->fh = fs.files.add(fs.passthrough.shared_handle(inode->id));
+#if SEALFS_HAVE_PASSTHROUGH
   fi->backing_id = id;
+#endif
   fi->keep_cache = 0;  // the kernel refuses FOPEN_KEEP_CACHE with passthrough
   fi->direct_io = 0;
   fi->noflush = 1;

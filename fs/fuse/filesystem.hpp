@@ -4,6 +4,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -117,6 +118,9 @@ struct Filesystem {
   // fs/README.md "Without OPENDIR".
   bool no_opendir = false;
   bool read_only = false;  // -o ro: FLUSH answered ENOSYS too
+  // Why this mount asks for no FUSE passthrough whatever the kernel offers
+  // (-o no_passthrough, verify=always, noatime), or null.
+  const char* passthrough_off = nullptr;
   // Remounted read-only (`mount -o remount,ro`, remount.hpp); the kernel
   // itself refuses every write while the superblock is read-only.
   std::atomic<bool> remounted_ro{false};
@@ -155,7 +159,10 @@ struct Filesystem {
   // change it with prlimit(1) while mounted.
   bool descriptors_low() const {
     const std::uint64_t limit = descriptor_limit();
-    const std::uint64_t used = inodes.size() + files.size() + dirs.size() + implicit.size();
+    // The passthrough opens of an inode share one descriptor (passthrough.hpp).
+    const std::size_t handles = files.size() + passthrough.descriptors() -
+                                std::min(files.size(), passthrough.opens());
+    const std::uint64_t used = inodes.size() + handles + dirs.size() + implicit.size();
     return used + descriptor_headroom(limit) >= limit;
   }
   // Issue 24: running low slows a request down, it does not fail it. While

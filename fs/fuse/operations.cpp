@@ -39,6 +39,8 @@ void ask_passthrough(Filesystem& fs, fuse_conn_info* conn) {
   const char* off = nullptr;
   if (!PassthroughOpens::kBuilt)
     off = "this sealfs is built against a libfuse without it (3.14; the passthrough build uses 3.17)";
+  else if (fs.passthrough_off != nullptr)
+    off = fs.passthrough_off;
   else if (fs.no_open)
     off = "the mount answers no OPEN (-o no_open, ro)";
   else if ((conn->capable & kPassthroughCap) == 0)

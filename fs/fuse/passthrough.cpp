@@ -29,6 +29,7 @@ int PassthroughOpens::acquire(fuse_req_t req, fuse_ino_t ino, const std::shared_
   if (it != entries_.end() && it->second.backing_id > 0) {
     if (same_file(*it->second.handle, *handle)) {
       ++it->second.passthrough;
+      opens_.fetch_add(1, std::memory_order_relaxed);
       return it->second.backing_id;
     }
     if (it->second.passthrough > 0) return 0;
@@ -36,6 +37,7 @@ int PassthroughOpens::acquire(fuse_req_t req, fuse_ino_t ino, const std::shared_
     fuse_passthrough_close(req, it->second.backing_id);
     it->second.backing_id = 0;
     it->second.handle.reset();
+    descriptors_.fetch_sub(1, std::memory_order_relaxed);
   }
   if (!enabled()) return 0;
   errno = 0;
@@ -49,6 +51,8 @@ int PassthroughOpens::acquire(fuse_req_t req, fuse_ino_t ino, const std::shared_
   entry.backing_id = id;
   entry.passthrough = 1;
   entry.handle = handle;
+  opens_.fetch_add(1, std::memory_order_relaxed);
+  descriptors_.fetch_add(1, std::memory_order_relaxed);
   return id;
 #else
   (void)req;
@@ -71,12 +75,14 @@ void PassthroughOpens::release(fuse_req_t req, fuse_ino_t ino) {
     auto it = entries_.find(ino);
     if (it == entries_.end() || it->second.passthrough == 0) return;
     released_.notify_all();
+    opens_.fetch_sub(1, std::memory_order_relaxed);
     if (--it->second.passthrough > 0 || req == nullptr) return;  // no request: the id stays, dormant
 #if SEALFS_HAVE_PASSTHROUGH
     if (it->second.backing_id > 0) fuse_passthrough_close(req, it->second.backing_id);
 #endif
     it->second.backing_id = 0;
     last = std::move(it->second.handle);
+    descriptors_.fetch_sub(1, std::memory_order_relaxed);
     if (it->second.cached == 0) entries_.erase(it);
   }
 }

@@ -84,6 +84,10 @@ class PassthroughOpens {
   // one is still open then.
   bool wait_unused(fuse_ino_t ino, std::chrono::milliseconds limit);
   bool has_cached(fuse_ino_t ino) const;
+  // Passthrough opens counted now (each a handle in the file table), and the
+  // descriptors they hold (one per inode, and any dormant one).
+  std::size_t opens() const { return opens_.load(std::memory_order_relaxed); }
+  std::size_t descriptors() const { return descriptors_.load(std::memory_order_relaxed); }
 
  private:
   struct Entry {
@@ -94,6 +98,8 @@ class PassthroughOpens {
   };
   std::atomic<bool> granted_{false};
   std::atomic<bool> failed_{false};
+  std::atomic<std::size_t> opens_{0};        // sum of Entry::passthrough
+  std::atomic<std::size_t> descriptors_{0};  // entries with a handle
   mutable std::mutex mu_;
   std::condition_variable released_;  // a passthrough open's count went down
   std::unordered_map<fuse_ino_t, Entry> entries_;  // under mu_; no entry: no open counted

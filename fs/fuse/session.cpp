@@ -220,6 +220,12 @@ bool open_backing(Filesystem& fs, const cli::MountOptions& options, Profile prof
   // verify=always hashes at every open: it keeps OPEN.
   fs.no_open = (options.no_open || options.read_only) && options.verify != VerifyMode::always;
   fs.shared_read_opens = options.verify != VerifyMode::always;
+  if (options.no_passthrough)
+    fs.passthrough_off = "-o no_passthrough";
+  else if (options.verify == VerifyMode::always)
+    fs.passthrough_off = "-o verify=always (every READ is checked by the daemon)";
+  else if (options.noatime)
+    fs.passthrough_off = "-o noatime (the kernel would read B's file under the caller's open flags, moving B's access times)";
   if (char* real = ::realpath(options.mountpoint.c_str(), nullptr)) {
     fs.mountpoint = real;
     std::free(real);
