@@ -154,7 +154,7 @@ struct Metrics {
   std::atomic<std::uint64_t> unseen_writes_refused{0};
   std::atomic<std::uint64_t> bytes_hashed{0};
   std::atomic<std::uint64_t> files_hashed{0};
-  std::atomic<std::uint64_t> reads{0};         // READ requests that reached the daemon
+  std::atomic<std::uint64_t> reads{0};  // READ requests that reached the daemon
   // Opens answered with a backing file (FUSE passthrough, issue 25): their
   // reads go to B's file in the kernel and never reach the daemon.
   std::atomic<std::uint64_t> passthrough_opens{0};

@@ -131,6 +131,19 @@ bool ignored(const Option& opt) {
          opt.key.starts_with("x-") || opt.key.starts_with("comment=");
 }
 
+// The on/off pairs of the adapter's requests; false for any other key.
+bool apply_switch(std::string_view key, MountOptions& o) {
+  if (key == "no_open" || key == "keep_open")
+    o.no_open = key == "no_open";
+  else if (key == "no_opendir" || key == "keep_opendir")
+    o.no_opendir = key == "no_opendir";
+  else if (key == "no_passthrough" || key == "passthrough")
+    o.no_passthrough = key == "no_passthrough";
+  else
+    return false;
+  return true;
+}
+
 // FUSE's options and the connection's.
 Status apply_mount_option(const Option& opt, MountOptions& o) {
   const std::string_view key = opt.key;
@@ -144,13 +157,8 @@ Status apply_mount_option(const Option& opt, MountOptions& o) {
     o.notes.push_back("option " + std::string(key) + " ignored: the mount is always nodev,nosuid");
     return {};
   }
-  if (!opt.has_value && (key == "no_open" || key == "keep_open")) {
-    o.no_open = key == "no_open";
-  } else if (!opt.has_value && (key == "no_passthrough" || key == "passthrough")) {
-    o.no_passthrough = key == "no_passthrough";
-  } else if (!opt.has_value && (key == "no_opendir" || key == "keep_opendir")) {
-    o.no_opendir = key == "no_opendir";
-  } else if (key == "push_max") {
+  if (!opt.has_value && apply_switch(key, o)) return {};
+  if (key == "push_max") {
     auto n = parse_count(key, opt.value);
     if (!n) return n.error();
     o.push_max = *n;

@@ -160,8 +160,8 @@ struct Filesystem {
   bool descriptors_low() const {
     const std::uint64_t limit = descriptor_limit();
     // The passthrough opens of an inode share one descriptor (passthrough.hpp).
-    const std::size_t handles = files.size() + passthrough.descriptors() -
-                                std::min(files.size(), passthrough.opens());
+    const std::size_t handles =
+        files.size() + passthrough.descriptors() - std::min(files.size(), passthrough.opens());
     const std::uint64_t used = inodes.size() + handles + dirs.size() + implicit.size();
     return used + descriptor_headroom(limit) >= limit;
   }

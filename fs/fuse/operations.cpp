@@ -53,7 +53,8 @@ void ask_passthrough(Filesystem& fs, fuse_conn_info* conn) {
   }
   conn->want |= kPassthroughCap;
   fs.passthrough.grant();
-  syslog(LOG_INFO, "sealfs: FUSE passthrough on: sealed files verified at open are read by the kernel from B");
+  syslog(LOG_INFO,
+         "sealfs: FUSE passthrough on: sealed files verified at open are read by the kernel from B");
 }
 
 void op_init(void* userdata, fuse_conn_info* conn) {

@@ -9,7 +9,7 @@
 namespace sealfs::fuse {
 namespace {
 
-bool same_file(const FileHandle& a, const FileHandle& b) {
+[[maybe_unused]] bool same_file(const FileHandle& a, const FileHandle& b) {
   struct stat sa {};
   struct stat sb {};
   return ::fstat(a.fd.get(), &sa) == 0 && ::fstat(b.fd.get(), &sb) == 0 && sa.st_dev == sb.st_dev &&

@@ -101,7 +101,7 @@ class PassthroughOpens {
   std::atomic<std::size_t> opens_{0};        // sum of Entry::passthrough
   std::atomic<std::size_t> descriptors_{0};  // entries with a handle
   mutable std::mutex mu_;
-  std::condition_variable released_;  // a passthrough open's count went down
+  std::condition_variable released_;               // a passthrough open's count went down
   std::unordered_map<fuse_ino_t, Entry> entries_;  // under mu_; no entry: no open counted
 };
 

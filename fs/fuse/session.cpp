@@ -225,7 +225,8 @@ bool open_backing(Filesystem& fs, const cli::MountOptions& options, Profile prof
   else if (options.verify == VerifyMode::always)
     fs.passthrough_off = "-o verify=always (every READ is checked by the daemon)";
   else if (options.noatime)
-    fs.passthrough_off = "-o noatime (the kernel would read B's file under the caller's open flags, moving B's access times)";
+    fs.passthrough_off =
+        "-o noatime (the kernel would read B's file under the caller's open flags, moving B's access times)";
   if (char* real = ::realpath(options.mountpoint.c_str(), nullptr)) {
     fs.mountpoint = real;
     std::free(real);

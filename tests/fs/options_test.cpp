@@ -138,6 +138,17 @@ TEST(MountOptionsTest, NoOpendirIsTheDefaultAndKeepOpendirTurnsItOff) {
   EXPECT_FALSE(apply_option_list("keep_opendir=1", o)) << "a flag takes no value";
 }
 
+TEST(MountOptionsTest, PassthroughIsTheDefaultAndNoPassthroughTurnsItOff) {
+  MountOptions o;
+  EXPECT_FALSE(o.no_passthrough) << "FUSE passthrough wherever the build, kernel and privileges allow";
+  ASSERT_TRUE(apply_option_list("no_passthrough", o));
+  EXPECT_TRUE(o.no_passthrough);
+  ASSERT_TRUE(apply_option_list("passthrough", o));
+  EXPECT_FALSE(o.no_passthrough);
+  EXPECT_EQ(fuse_option_string(o).find("passthrough"), std::string::npos) << "sealfs's own, not libfuse's";
+  EXPECT_FALSE(apply_option_list("no_passthrough=1", o)) << "a flag takes no value";
+}
+
 TEST(MountOptionsTest, PushMaxTakesAByteCount) {
   MountOptions o;
   EXPECT_EQ(o.push_max, 64U << 20);

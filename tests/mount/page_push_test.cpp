@@ -66,7 +66,8 @@ TEST(PagePush, AReadWriteMountNeverPushes) {
   const long reads_before = daemon_counter(mount, "reads");
   EXPECT_EQ(read_file(mount.m("big")), data);
   if (passthrough_expected())  // the kernel reads B's file itself (passthrough_test.cpp)
-    EXPECT_EQ(daemon_counter(mount, "reads"), reads_before) << "a passthrough open's READs reached the daemon";
+    EXPECT_EQ(daemon_counter(mount, "reads"), reads_before)
+        << "a passthrough open's READs reached the daemon";
   else
     EXPECT_GT(daemon_counter(mount, "reads"), reads_before) << "the dropped pages came back without READs";
   EXPECT_EQ(daemon_counter(mount, "bytes_pushed"), 0) << "a read-write mount pushed pages";

@@ -159,7 +159,8 @@ TEST_F(Passthrough, AReplacementByRenameIsSeenByTheNextOpen) {
   EXPECT_EQ(pread_all(old_open.get(), old_data.size()), old_data) << "an old open lost its bytes";
   // Once the publish's own handles are released, new opens are passthrough.
   const long opens = count("passthrough_opens");
-  EXPECT_TRUE(eventually([&] { return read_file(m("lib")) == new_data && count("passthrough_opens") > opens; }));
+  EXPECT_TRUE(
+      eventually([&] { return read_file(m("lib")) == new_data && count("passthrough_opens") > opens; }));
 }
 
 // A file whose entry is quarantined (its manifest damaged, the file itself

@@ -46,15 +46,15 @@ inline bool passthrough_expected() { return passthrough_unavailable_reason().emp
 // Skips a passthrough test with its reason where it does not apply: on the
 // 3.14 build and on a kernel without the feature always (said as such), as
 // a non-root user outside CI only.
-#define SEALFS_REQUIRE_PASSTHROUGH()                                                                  \
-  do {                                                                                                \
-    const std::string sealfs_pt_why_ = ::sealfs::test::passthrough_unavailable_reason();              \
-    if (!sealfs_pt_why_.empty()) {                                                                    \
-      if (SEALFS_PASSTHROUGH_BUILD != 0 && ::sealfs::test::running_under_ci() &&                      \
-          !::sealfs::test::kernel_lacks_passthrough(sealfs_pt_why_))                                  \
-        FAIL() << "FUSE passthrough unusable under CI: " << sealfs_pt_why_;                           \
-      GTEST_SKIP() << "FUSE passthrough does not apply: " << sealfs_pt_why_;                          \
-    }                                                                                                 \
+#define SEALFS_REQUIRE_PASSTHROUGH()                                                     \
+  do {                                                                                   \
+    const std::string sealfs_pt_why_ = ::sealfs::test::passthrough_unavailable_reason(); \
+    if (!sealfs_pt_why_.empty()) {                                                       \
+      if (SEALFS_PASSTHROUGH_BUILD != 0 && ::sealfs::test::running_under_ci() &&         \
+          !::sealfs::test::kernel_lacks_passthrough(sealfs_pt_why_))                     \
+        FAIL() << "FUSE passthrough unusable under CI: " << sealfs_pt_why_;              \
+      GTEST_SKIP() << "FUSE passthrough does not apply: " << sealfs_pt_why_;             \
+    }                                                                                    \
   } while (0)
 
 }  // namespace sealfs::test
