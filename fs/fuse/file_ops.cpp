@@ -96,12 +96,11 @@ std::shared_ptr<FileHandle> opened_handle(Filesystem& fs, const InodeRef& inode,
 // A read OPEN served by the inode's kept reader (file_handles.hpp
 // shared_reader_fresh, keep_as_reader): fh 0, so its READs go where they go
 // without OPEN, the page cache kept and no FLUSH at close.
-void reply_open_shared(fuse_req_t req, Filesystem& fs, fuse_ino_t ino, fuse_file_info* fi) {
+void reply_open_shared(fuse_req_t req, CachedOpen& cached, fuse_file_info* fi) {
   fi->fh = 0;
   fi->keep_cache = 1;
   fi->noflush = 1;
-  fs.passthrough.cached_opened(ino);
-  if (fuse_reply_open(req, fi) != 0) fs.passthrough.cached_released(ino);
+  if (fuse_reply_open(req, fi) == 0) cached.keep();
 }
 
 void log_passthrough_refused(int err) {
@@ -215,11 +214,14 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     const ObjectKind kind = inode->kind;
     // A warm load: the inode's kept reader serves it (fh 0, no FLUSH, the
     // page cache kept), so an open costs one fstat and no descriptor.
-    if (writer && !fs.passthrough.wait_unused(inode->id, kPassthroughCloseWait))
-      return (void)fuse_reply_err(req, ETXTBSY);
     if (!writer && open_passthrough(req, fs, inode, flags, fi)) return;
+    // A cached open from here on (passthrough.hpp): none while the file has
+    // passthrough opens (a write open of it is refused, as for a running
+    // executable, once those closed just before have been released).
+    CachedOpen cached(fs.passthrough, inode->id);
+    if (!cached.begin(kPassthroughCloseWait)) return (void)fuse_reply_err(req, ETXTBSY);
     if (!writer && kind != ObjectKind::in_progress && shared_reader_fresh(fs, inode))
-      return reply_open_shared(req, fs, ino, fi);
+      return reply_open_shared(req, cached, fi);
     // Near the limit: wait for the kernel to forget cold inodes (InodeEvictor).
     if (!fs.make_room()) return (void)fuse_reply_err(req, ENFILE);
     const bool tracked =
@@ -235,7 +237,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (!fd && fd.code() == ENOENT) return (void)fuse_reply_err(req, ESTALE);
     if (!fd) return reply_error(req, fd.error());
     auto handle = opened_handle(fs, inode, std::move(*fd), flags, tracked);
-    if (!writer && keep_as_reader(fs, inode, handle)) return reply_open_shared(req, fs, ino, fi);
+    if (!writer && keep_as_reader(fs, inode, handle)) return reply_open_shared(req, cached, fi);
     fi->fh = fs.files.add(handle);
     // Keep the page cache across read opens: what it holds was served by
     // the checks above, and the adapter drops it when it sees a change it did
@@ -246,10 +248,10 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     // FLUSH only matters to write handles (R4 tells a clean last close from
     // an abandoned one by it): a read-only close costs no round trip.
     fi->noflush = !tracked;
-    fs.passthrough.cached_opened(ino);
     if (fuse_reply_open(req, fi) != 0) {
       if (auto taken = fs.files.take(fi->fh)) finish_handle(fs, *taken);
-      fs.passthrough.cached_released(ino);
+    } else {
+      cached.keep();
     }
   });
 }

@@ -87,10 +87,24 @@ void PassthroughOpens::release(fuse_req_t req, fuse_ino_t ino) {
   }
 }
 
-void PassthroughOpens::cached_opened(fuse_ino_t ino) {
-  if (!granted()) return;
-  std::lock_guard lock(mu_);
-  ++entries_[ino].cached;
+bool PassthroughOpens::cached_begin(fuse_ino_t ino, std::chrono::milliseconds limit) {
+  if (!granted()) return true;
+  std::unique_lock lock(mu_);
+  const bool free = released_.wait_for(lock, limit, [&] {
+    auto it = entries_.find(ino);
+    return it == entries_.end() || it->second.passthrough == 0;
+  });
+  if (free) ++entries_[ino].cached;
+  return free;
+}
+
+CachedOpen::~CachedOpen() {
+  if (counted_) opens_.cached_released(ino_);
+}
+
+bool CachedOpen::begin(std::chrono::milliseconds limit) {
+  counted_ = opens_.cached_begin(ino_, limit);
+  return counted_;
 }
 
 void PassthroughOpens::cached_released(fuse_ino_t ino) {

@@ -44,6 +44,24 @@
 namespace sealfs::fuse {
 
 struct FileHandle;
+class PassthroughOpens;
+
+// One cached open on its way to the reply: counted by begin, released at
+// destruction unless the reply went out (keep).
+class CachedOpen {
+ public:
+  CachedOpen(PassthroughOpens& opens, fuse_ino_t ino) : opens_(opens), ino_(ino) {}
+  CachedOpen(const CachedOpen&) = delete;
+  CachedOpen& operator=(const CachedOpen&) = delete;
+  ~CachedOpen();
+  bool begin(std::chrono::milliseconds limit);
+  void keep() { counted_ = false; }  // answered: its RELEASE ends it
+
+ private:
+  PassthroughOpens& opens_;
+  fuse_ino_t ino_;
+  bool counted_ = false;
+};
 
 class PassthroughOpens {
  public:
@@ -73,8 +91,12 @@ class PassthroughOpens {
   // stays, dormant, for the inode's next passthrough open.
   void release(fuse_req_t req, fuse_ino_t ino);
 
-  // A cached (non-passthrough) open of ino was answered / released.
-  void cached_opened(fuse_ino_t ino);
+  // A cached (non-passthrough) open of ino, counted before its reply (so
+  // that no passthrough open of ino is answered meanwhile) once ino has no
+  // passthrough open, waiting up to limit for one to end; false when one is
+  // still open then. cached_released: its RELEASE, or a reply that failed.
+  bool cached_begin(fuse_ino_t ino, std::chrono::milliseconds limit);
+  void cached_opened(fuse_ino_t ino) { (void)cached_begin(ino, std::chrono::milliseconds(0)); }
   void cached_released(fuse_ino_t ino);
 
   bool has_passthrough(fuse_ino_t ino) const;

@@ -12,9 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "core/base/unique_fd.hpp"
 #include "tests/mount/mount_test_util.hpp"
@@ -100,6 +103,34 @@ TEST_F(Passthrough, ASealedFileIsReadWithoutReads) {
   // makes another one.
   EXPECT_EQ(read_file(m("big")), data);
   EXPECT_EQ(count("passthrough_opens"), opens + 3);
+}
+
+// One backing id per inode while its passthrough opens last, a new one after
+// the last RELEASE: opens and closes racing on one file from several threads
+// never meet the kernel's EBUSY (another backing file) or its EIO (a mode
+// mismatch), and every read returns the file.
+TEST_F(Passthrough, RacingOpensAndClosesOfOneFileAllRead) {
+  const std::string data = pattern(64 * 1024, 6);
+  seal("race", data);
+  ASSERT_FALSE(HasFatalFailure());
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 300;
+  std::atomic<int> failures{0};
+  std::atomic<int> last_errno{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < kRounds; ++i) {
+        UniqueFd fd(::open(m("race").c_str(), O_RDONLY | O_CLOEXEC));
+        if (!fd || pread_all(fd.get(), data.size()) != data) {
+          last_errno = errno;
+          ++failures;
+        }
+      }
+    });
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0) << "last errno: " << std::strerror(last_errno.load());
+  EXPECT_GE(count("passthrough_opens"), kThreads * kRounds);
 }
 
 // The kernel fails a cached open of an inode open in passthrough mode (EIO):
