@@ -116,7 +116,8 @@ void log_passthrough_refused(int err) {
 // a replaced name ESTALE, a quarantined file not found), answered with the
 // inode's backing id. False when the open takes the normal path instead
 // (nothing answered): passthrough off, the file open in cached mode, in
-// progress, not a regular file, or the kernel refused the descriptor.
+// progress, not sealed (a volatile area's), not a regular file, or the
+// kernel refused the descriptor.
 bool open_passthrough(fuse_req_t req, Filesystem& fs, const InodeRef& inode, int flags, fuse_file_info* fi) {
   const bool active = fs.passthrough.has_passthrough(inode->id);
   if (!active && (!fs.passthrough.enabled() || fs.passthrough.has_cached(inode->id))) return false;
@@ -124,6 +125,10 @@ bool open_passthrough(fuse_req_t req, Filesystem& fs, const InodeRef& inode, int
   const bool in_progress =
       inode->kind == ObjectKind::in_progress || fs.writers.in_progress(inode->dev, inode->ino);
   if (in_progress) return active ? (fuse_reply_err(req, ETXTBSY), true) : false;
+  // Sealed files only: not a volatile area's (nor one published from there
+  // through this mount, whose inode says volatile until its next lookup).
+  const bool sealed = inode->kind == ObjectKind::sealed_file || inode->kind == ObjectKind::file_in_entry;
+  if (!sealed && !active) return false;
   if (!active && !fs.make_room()) return false;
   auto fd = open_tracked(fs, *inode, flags, false);
   if (!fd && fd.code() == ENOENT) return fuse_reply_err(req, ESTALE), true;

@@ -210,6 +210,15 @@ TEST_F(Passthrough, AQuarantinedFileIsNotOpened) {
   EXPECT_TRUE(eventually([&] { return !quarantined_files(*mount_).empty(); })) << mount_->log();
 }
 
+// A file in a volatile area is served as it is, on the normal path.
+TEST_F(Passthrough, AVolatileFileTakesTheNormalPath) {
+  write_file(m("tmp/scratch"), "scratch");
+  ASSERT_TRUE(eventually([&] { return count("in_progress") == 0; })) << "the writer's close was not released";
+  const long opens = count("passthrough_opens");
+  EXPECT_EQ(read_file(m("tmp/scratch")), "scratch");
+  EXPECT_EQ(count("passthrough_opens"), opens);
+}
+
 // Passthrough is an OPEN reply: a mount without OPEN (-o ro) makes none.
 TEST(PassthroughOff, AMountWithoutOpenMakesNoPassthroughOpens) {
   SEALFS_REQUIRE_FUSE();
