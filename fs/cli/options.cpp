@@ -133,14 +133,16 @@ bool ignored(const Option& opt) {
 
 // The on/off pairs of the adapter's requests; false for any other key.
 bool apply_switch(std::string_view key, MountOptions& o) {
-  if (key == "no_open" || key == "keep_open")
+  if (key == "no_open" || key == "keep_open") {
     o.no_open = key == "no_open";
-  else if (key == "no_opendir" || key == "keep_opendir")
+    o.keep_open = key == "keep_open";
+  } else if (key == "no_opendir" || key == "keep_opendir") {
     o.no_opendir = key == "no_opendir";
-  else if (key == "no_passthrough" || key == "passthrough")
+  } else if (key == "no_passthrough" || key == "passthrough") {
     o.no_passthrough = key == "no_passthrough";
-  else
+  } else {
     return false;
+  }
   return true;
 }
 

@@ -39,6 +39,9 @@ struct MountOptions : BackingOptions {
   // (-o keep_open): RELEASE tells a writer's last close exactly, at no cost
   // per descriptor the writer holds (issue 23 point 7).
   bool no_open = false;
+  // -o keep_open given: with ro, the read-only mount keeps OPEN too (for FUSE
+  // passthrough, whose cold loads are faster; its warm loads are not).
+  bool keep_open = false;
   // OPENDIR answered ENOSYS (fs/README.md "Without OPENDIR"): the default;
   // -o keep_opendir lists the directory in the store at every opendir.
   bool no_opendir = true;

@@ -25,7 +25,8 @@ namespace sealfs::fuse {
 namespace {
 
 // How long a write open waits for the RELEASE of passthrough opens closed
-// just before it (passthrough.hpp wait_unused) before it is refused.
+// just before it (passthrough.hpp cached_begin, wait_unused) before it is
+// refused.
 constexpr std::chrono::milliseconds kPassthroughCloseWait{250};
 
 bool opens_for_write(int flags) { return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC) != 0; }
@@ -217,14 +218,15 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     const int flags = fi->flags & ~(O_CREAT | O_EXCL | O_NOCTTY);
     const bool writer = opens_for_write(flags);
     const ObjectKind kind = inode->kind;
-    // A warm load: the inode's kept reader serves it (fh 0, no FLUSH, the
-    // page cache kept), so an open costs one fstat and no descriptor.
+    // With FUSE passthrough, a read of a sealed file: the kernel reads B.
     if (!writer && open_passthrough(req, fs, inode, flags, fi)) return;
     // A cached open from here on (passthrough.hpp): none while the file has
     // passthrough opens (a write open of it is refused, as for a running
     // executable, once those closed just before have been released).
     CachedOpen cached(fs.passthrough, inode->id);
     if (!cached.begin(kPassthroughCloseWait)) return (void)fuse_reply_err(req, ETXTBSY);
+    // A warm load: the inode's kept reader serves it (fh 0, no FLUSH, the
+    // page cache kept), so an open costs one fstat and no descriptor.
     if (!writer && kind != ObjectKind::in_progress && shared_reader_fresh(fs, inode))
       return reply_open_shared(req, cached, fi);
     // Near the limit: wait for the kernel to forget cold inodes (InodeEvictor).

@@ -218,7 +218,9 @@ bool open_backing(Filesystem& fs, const cli::MountOptions& options, Profile prof
   fs.cache_timeout = options.cache_timeout;
   fs.max_read = options.max_read;
   // verify=always hashes at every open: it keeps OPEN.
-  fs.no_open = (options.no_open || options.read_only) && options.verify != VerifyMode::always;
+  // A read-only mount keeps no OPEN unless -o keep_open says so (issue 25).
+  fs.no_open =
+      (options.no_open || (options.read_only && !options.keep_open)) && options.verify != VerifyMode::always;
   fs.shared_read_opens = options.verify != VerifyMode::always;
   if (options.no_passthrough)
     fs.passthrough_off = "-o no_passthrough";

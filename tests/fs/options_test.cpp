@@ -114,6 +114,7 @@ TEST(MountOptionsTest, NoOpenAndReadOnlyAreRecorded) {
   EXPECT_TRUE(o.no_open);
   ASSERT_TRUE(apply_option_list("keep_open", o));
   EXPECT_FALSE(o.no_open);
+  EXPECT_TRUE(o.keep_open) << "given: a read-only mount keeps OPEN too";
   EXPECT_EQ(fuse_option_string(o).find("keep_open"), std::string::npos);
   ASSERT_TRUE(apply_option_list("no_open,ro", o));
   EXPECT_TRUE(o.no_open);

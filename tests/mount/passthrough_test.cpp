@@ -219,7 +219,8 @@ TEST_F(Passthrough, AVolatileFileTakesTheNormalPath) {
   EXPECT_EQ(count("passthrough_opens"), opens);
 }
 
-// Passthrough is an OPEN reply: a mount without OPEN (-o ro) makes none.
+// Passthrough is an OPEN reply: a mount without OPEN (-o ro) makes none;
+// one with -o ro,keep_open does.
 TEST(PassthroughOff, AMountWithoutOpenMakesNoPassthroughOpens) {
   SEALFS_REQUIRE_FUSE();
   SEALFS_REQUIRE_PASSTHROUGH();
@@ -237,6 +238,12 @@ TEST(PassthroughOff, AMountWithoutOpenMakesNoPassthroughOpens) {
   ASSERT_TRUE(mount.ok()) << mount.error();
   EXPECT_EQ(read_file(mount.m("f")), "sealed");
   EXPECT_EQ(daemon_counter(mount, "passthrough_opens"), 0);
+  // -o ro,keep_open: a read-only mount that keeps OPEN, for passthrough.
+  Mount with_open(MountConfig::with({"ro,keep_open"}).backed_by(dir / "B"));
+  ASSERT_TRUE(with_open.ok()) << with_open.error();
+  EXPECT_EQ(read_file(with_open.m("f")), "sealed");
+  EXPECT_EQ(daemon_counter(with_open, "passthrough_opens"), 1);
+  EXPECT_EQ(daemon_counter(with_open, "reads"), 0);
 }
 
 }  // namespace
