@@ -49,9 +49,11 @@ echo "== libfuse $version: fuse3 source package from $mirror (trixie)"
 apt-get "${apt_private[@]}" update
 (cd "$src" && apt-get "${apt_private[@]}" source --download-only fuse3)
 dsc="$(ls "$src"/fuse3_*.dsc | head -n1)"
-# The .dsc's checksums are checked; its signature cannot be (no trixie
-# keyring here), the archive's signed Release file vouches for the .dsc.
-dpkg-source --no-check -x "$dsc" "$src/fuse3"
+# apt checked every file against the archive's signed Sources index, and
+# dpkg-source checks them against the .dsc again (it warns that it cannot
+# check the uploader's signature: no debian-keyring here) and applies
+# Debian's patches (3.17.2-3: the want/want_ext conversion fixes among them).
+dpkg-source -x "$dsc" "$src/fuse3"
 
 # The library only: no examples, utilities (fusermount3 stays the system's,
 # setuid, from Debian 12's fuse3), tests or udev rules.
