@@ -160,9 +160,9 @@ bool open_passthrough(fuse_req_t req, Filesystem& fs, const InodeRef& inode, int
 // the file under those readers. Refused first.
 bool has_passthrough_child(Filesystem& fs, const Inode& dir, const char* name) {
   if (!fs.passthrough.granted()) return false;
-  struct stat st {};
-  if (::fstatat(dir.path_fd()->get(), name, &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
-  const InodeRef child = fs.inodes.find(st.st_dev, st.st_ino);
+  auto st = fs.store->attributes_at(dir.path_fd()->get(), name);
+  if (!st) return false;
+  const InodeRef child = fs.inodes.find(st->st_dev, st->st_ino);
   return child && !fs.passthrough.wait_unused(child->id, kPassthroughCloseWait);
 }
 
