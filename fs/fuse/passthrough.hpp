@@ -19,9 +19,11 @@
 //    open does: a write open of a file being read through passthrough is
 //    refused here with ETXTBSY (as a running executable is), a read open of
 //    a file open in cached mode takes the normal path;
-//  - FOPEN_KEEP_CACHE is refused with passthrough (EINVAL): not set.
-// Our counts go down at RELEASE, which the kernel sends after its own
-// counts went down, so they never claim less than the kernel holds.
+//  - FOPEN_KEEP_CACHE with passthrough fails the open: not set.
+// Our counts go down at RELEASE, which the kernel sends once its own counts
+// went down (so they never claim less than the kernel holds): shown by
+// tests (passthrough_test.cpp, racing opens and closes), not read in the
+// kernel's source.
 #pragma once
 
 #include <fuse_lowlevel.h>
