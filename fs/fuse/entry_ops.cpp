@@ -141,8 +141,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
         fs.store->writes_tracked(inode->path_fd()->get(), inode->kind, inode->last_seen().hint()))
       return refuse_unseen_writer(req, fs, fuse_req_ctx(req)->pid);
     // Readers of its passthrough opens read B's file itself (passthrough.hpp).
-    if ((to_set & FUSE_SET_ATTR_SIZE) != 0 &&
-        !fs.passthrough.wait_unused(ino, std::chrono::milliseconds(250)))
+    if ((to_set & FUSE_SET_ATTR_SIZE) != 0 && !fs.passthrough.wait_unused(ino, PassthroughOpens::kCloseWait))
       return (void)fuse_reply_err(req, ETXTBSY);
     // The handle the change goes through: the caller's own; without OPEN an
     // ftruncate (fh 0) is the file's first change or one more (R4); any other

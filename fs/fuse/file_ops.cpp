@@ -24,10 +24,7 @@
 namespace sealfs::fuse {
 namespace {
 
-// How long a write open waits for the RELEASE of passthrough opens closed
-// just before it (passthrough.hpp cached_begin, wait_unused) before it is
-// refused.
-constexpr std::chrono::milliseconds kPassthroughCloseWait{250};
+constexpr auto kPassthroughCloseWait = PassthroughOpens::kCloseWait;
 
 bool opens_for_write(int flags) { return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC) != 0; }
 

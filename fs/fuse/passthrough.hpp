@@ -69,6 +69,11 @@ class PassthroughOpens {
  public:
   // Whether this build's libfuse has the passthrough API.
   static constexpr bool kBuilt = SEALFS_HAVE_PASSTHROUGH != 0;
+  // How long a write open, truncate or create waits for the RELEASE of
+  // passthrough opens closed just before it (cached_begin, wait_unused)
+  // before it is refused with ETXTBSY. Under TSan a RELEASE was seen to
+  // arrive about a second after the close; 250 ms was too short there.
+  static constexpr std::chrono::milliseconds kCloseWait{1000};
 
   // At init: the kernel granted FUSE_CAP_PASSTHROUGH. Opens are counted from
   // then on; before it (and on a 3.14 build) every call below is a no-op.
