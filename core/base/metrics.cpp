@@ -33,6 +33,7 @@ constexpr std::pair<std::string_view, Field> kScalars[] = {
     {"lookups", &MetricsSnapshot::lookups},
     {"misses", &MetricsSnapshot::misses},
     {"open_handles", &MetricsSnapshot::open_handles},
+    {"passthrough_opens", &MetricsSnapshot::passthrough_opens},
     {"publishes", &MetricsSnapshot::publishes},
     {"quarantined", &MetricsSnapshot::quarantined},
     {"reads", &MetricsSnapshot::reads},
@@ -167,6 +168,7 @@ MetricsSnapshot Metrics::snapshot(const Gauges& gauges) const {
   s.lookups = lookups.load(std::memory_order_relaxed);
   s.judgements = judgements.load(std::memory_order_relaxed);
   s.misses = misses.load(std::memory_order_relaxed);
+  s.passthrough_opens = passthrough_opens.load(std::memory_order_relaxed);
   s.publishes = publishes.load(std::memory_order_relaxed);
   s.quarantined = quarantined.load(std::memory_order_relaxed);
   s.reads = reads.load(std::memory_order_relaxed);

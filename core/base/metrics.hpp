@@ -109,6 +109,7 @@ struct MetricsSnapshot {
   std::uint64_t lookups = 0;
   std::uint64_t judgements = 0;
   std::uint64_t misses = 0;
+  std::uint64_t passthrough_opens = 0;
   std::uint64_t publishes = 0;
   std::uint64_t quarantined = 0;
   std::uint64_t reads = 0;
@@ -157,7 +158,10 @@ struct Metrics {
   std::atomic<std::uint64_t> unseen_writes_refused{0};
   std::atomic<std::uint64_t> bytes_hashed{0};
   std::atomic<std::uint64_t> files_hashed{0};
-  std::atomic<std::uint64_t> reads{0};         // READ requests that reached the daemon
+  std::atomic<std::uint64_t> reads{0};  // READ requests that reached the daemon
+  // Opens answered with a backing file (FUSE passthrough, issue 25): their
+  // reads go to B's file in the kernel and never reach the daemon.
+  std::atomic<std::uint64_t> passthrough_opens{0};
   std::atomic<std::uint64_t> bytes_pushed{0};  // verified bytes put into the kernel's page cache
   CountsByReason hidden_by;
   CountsByReason quarantined_by;

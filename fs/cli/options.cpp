@@ -132,6 +132,21 @@ bool ignored(const Option& opt) {
          opt.key.starts_with("x-") || opt.key.starts_with("comment=");
 }
 
+// The on/off pairs of the adapter's requests; false for any other key.
+bool apply_switch(std::string_view key, MountOptions& o) {
+  if (key == "no_open" || key == "keep_open") {
+    o.no_open = key == "no_open";
+    o.keep_open = key == "keep_open";
+  } else if (key == "no_opendir" || key == "keep_opendir") {
+    o.no_opendir = key == "no_opendir";
+  } else if (key == "no_passthrough" || key == "passthrough") {
+    o.no_passthrough = key == "no_passthrough";
+  } else {
+    return false;
+  }
+  return true;
+}
+
 // FUSE's options and the connection's.
 Status apply_mount_option(const Option& opt, MountOptions& o) {
   const std::string_view key = opt.key;
@@ -145,11 +160,8 @@ Status apply_mount_option(const Option& opt, MountOptions& o) {
     o.notes.push_back("option " + std::string(key) + " ignored: the mount is always nodev,nosuid");
     return {};
   }
-  if (!opt.has_value && (key == "no_open" || key == "keep_open")) {
-    o.no_open = key == "no_open";
-  } else if (!opt.has_value && (key == "no_opendir" || key == "keep_opendir")) {
-    o.no_opendir = key == "no_opendir";
-  } else if (key == "push_max") {
+  if (!opt.has_value && apply_switch(key, o)) return {};
+  if (key == "push_max") {
     auto n = parse_count(key, opt.value);
     if (!n) return n.error();
     o.push_max = *n;
@@ -278,6 +290,8 @@ Result<fuse::MountConfig> mount_config(const MountOptions& options) {
   out.debug = options.debug;
   out.read_only = options.read_only;
   out.no_open = options.no_open;
+  out.keep_open = options.keep_open;
+  out.no_passthrough = options.no_passthrough;
   out.no_opendir = options.no_opendir;
   out.push_max = options.push_max;
   out.metrics_file = options.metrics_file;

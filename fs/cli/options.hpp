@@ -40,9 +40,20 @@ struct MountOptions : BackingOptions {
   // (-o keep_open): RELEASE tells a writer's last close exactly, at no cost
   // per descriptor the writer holds (issue 23 point 7).
   bool no_open = false;
+  // -o keep_open given: with ro, the read-only mount keeps OPEN too (for FUSE
+  // passthrough, whose cold loads are faster; its warm loads are not).
+  bool keep_open = false;
   // OPENDIR answered ENOSYS (fs/README.md "Without OPENDIR"): the default;
   // -o keep_opendir lists the directory in the store at every opendir.
   bool no_opendir = true;
+  // FUSE passthrough (issue 25, fs/fuse/passthrough.hpp) only with
+  // -o passthrough, where the libfuse, kernel and privileges allow it.
+  // Without it (the default, and -o no_passthrough) every READ that misses
+  // the page cache reaches the daemon, which checks the bytes' stamp (R2): a
+  // descriptor held across an in-place rewrite behind the mount gets EIO
+  // rather than B's new bytes. With it, the kernel reads B's file directly,
+  // and such a descriptor reads the new bytes; the next open is still a miss.
+  bool no_passthrough = true;
   // -o push_max=BYTES (-o ro mounts only): the largest sealed file whose verified bytes go into
   // the kernel's page cache at its first lookup (fs/fuse/page_push.hpp); 0: none.
   unsigned push_max = 64U << 20;

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <syslog.h>
 
+#include <chrono>
 #include <cstdio>  // RENAME_EXCHANGE
 #include <string_view>
 
@@ -139,6 +140,9 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
         !writer_seen(fs, fuse_req_ctx(req)->pid) &&
         fs.store->writes_tracked(inode->path_fd()->get(), inode->kind, inode->last_seen().hint()))
       return refuse_unseen_writer(req, fs, fuse_req_ctx(req)->pid);
+    // Readers of its passthrough opens read B's file itself (passthrough.hpp).
+    if ((to_set & FUSE_SET_ATTR_SIZE) != 0 && !fs.passthrough.wait_unused(ino, PassthroughOpens::kCloseWait))
+      return (void)fuse_reply_err(req, ETXTBSY);
     // The handle the change goes through: the caller's own; without OPEN an
     // ftruncate (fh 0) is the file's first change or one more (R4); any other
     // change of a file in progress goes through its writer's handle.

@@ -4,6 +4,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -25,6 +26,7 @@
 #include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/invalidator.hpp"
 #include "fs/fuse/page_push.hpp"
+#include "fs/fuse/passthrough.hpp"
 #include "fs/fuse/reaper.hpp"
 #include "fs/fuse/writer_tracking.hpp"
 
@@ -65,6 +67,9 @@ struct FileHandle {
   bool sealed_read = false;
   std::mutex stamp_mu;
   Stamp verified{};
+  // The handle an inode's passthrough opens share (passthrough.hpp): their
+  // RELEASE ends a passthrough open, and never closes it.
+  bool passthrough = false;
 };
 
 struct DirHandle {
@@ -105,6 +110,7 @@ struct Filesystem {
   ImplicitDirs implicit_dirs;    // fh 0: the handles OPENDIR would have made (no_opendir)
   Reaper reaper;                 // ends implicit writers whose processes left without a FLUSH
   DeferredSeals deferred;        // seals of large files, a moment after their last close (R4)
+  PassthroughOpens passthrough;  // backing ids and each inode's opens by kind (issue 25)
   double cache_timeout = 1.0;    // seconds, for sealed and verified objects
   bool chown_to_caller = false;  // running as root: created objects belong to the caller
   // OPEN is answered ENOSYS (-o no_open or ro, unless verify=always, which
@@ -120,6 +126,9 @@ struct Filesystem {
   // fs/README.md "Without OPENDIR".
   bool no_opendir = false;
   bool read_only = false;  // -o ro: FLUSH answered ENOSYS too
+  // Why this mount asks for no FUSE passthrough whatever the kernel offers
+  // (-o no_passthrough, verify=always, noatime), or null.
+  const char* passthrough_off = nullptr;
   // Remounted read-only (`mount -o remount,ro`, remount.hpp); the kernel
   // itself refuses every write while the superblock is read-only.
   std::atomic<bool> remounted_ro{false};
@@ -158,7 +167,10 @@ struct Filesystem {
   // change it with prlimit(1) while mounted.
   bool descriptors_low() const {
     const std::uint64_t limit = descriptor_limit();
-    const std::uint64_t used = inodes.size() + files.size() + dirs.size() + implicit.size();
+    // The passthrough opens of an inode share one descriptor (passthrough.hpp).
+    const std::size_t handles =
+        files.size() + passthrough.descriptors() - std::min(files.size(), passthrough.opens());
+    const std::uint64_t used = inodes.size() + handles + dirs.size() + implicit.size();
     return used + descriptor_headroom(limit) >= limit;
   }
   // Issue 24: running low slows a request down, it does not fail it. While

@@ -20,10 +20,12 @@ struct MountConfig {
   bool foreground = false;
   bool debug = false;
   bool read_only = false;
-  bool no_open = false;      // OPEN answered ENOSYS (fs/README.md "Without OPEN")
-  bool no_opendir = true;    // OPENDIR answered ENOSYS (fs/README.md "Without OPENDIR")
-  unsigned push_max = 0;     // largest file whose pages are pushed at lookup (-o ro only)
-  std::string metrics_file;  // empty: none
+  bool no_open = false;        // OPEN answered ENOSYS (fs/README.md "Without OPEN")
+  bool keep_open = false;      // with read_only: OPEN kept anyway (for passthrough)
+  bool no_passthrough = true;  // no FUSE passthrough (fs/fuse/passthrough.hpp); -o passthrough asks for it
+  bool no_opendir = true;      // OPENDIR answered ENOSYS (fs/README.md "Without OPENDIR")
+  unsigned push_max = 0;       // largest file whose pages are pushed at lookup (-o ro only)
+  std::string metrics_file;    // empty: none
   double metrics_interval = 5.0;
   // The one "-o" list handed to libfuse, and the connection options that
   // init applies (max_write=, async_read, …).

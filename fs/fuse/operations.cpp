@@ -4,7 +4,10 @@
 // Locks: no lock operations are implemented, so the kernel handles POSIX and
 // flock locks itself. They work between processes on this host (as on any
 // local filesystem) but are not seen by other hosts sharing B.
+#include <linux/capability.h>
+#include <sys/syscall.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include "fs/fuse/filesystem.hpp"
 #include "fs/fuse/handlers.hpp"
@@ -12,6 +15,47 @@
 
 namespace sealfs::fuse {
 namespace {
+
+// CAP_SYS_ADMIN in the daemon's effective set: the kernel's backing-file
+// ioctl (FUSE passthrough) demands it (in the initial user namespace, which
+// only the ioctl itself can tell: passthrough.hpp turns off at its EPERM).
+bool has_sys_admin() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3]{};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  return (data[CAP_TO_INDEX(CAP_SYS_ADMIN)].effective & CAP_TO_MASK(CAP_SYS_ADMIN)) != 0;
+}
+
+// Issue 25: sealed files open in passthrough mode where the library, the
+// kernel and the daemon's privileges allow, on a connection that keeps OPEN
+// (passthrough is an OPEN reply). Logged once, either way.
+#if SEALFS_HAVE_PASSTHROUGH
+constexpr unsigned kPassthroughCap = FUSE_CAP_PASSTHROUGH;
+#else
+constexpr unsigned kPassthroughCap = 0;
+#endif
+
+void ask_passthrough(Filesystem& fs, fuse_conn_info* conn) {
+  const char* off = nullptr;
+  if (!PassthroughOpens::kBuilt)
+    off = "this sealfs is built against a libfuse without it (3.14; the passthrough build uses 3.17)";
+  else if (fs.passthrough_off != nullptr)
+    off = fs.passthrough_off;
+  else if (fs.no_open)
+    off = "the mount answers no OPEN (-o no_open, ro)";
+  else if ((conn->capable & kPassthroughCap) == 0)
+    off = "the kernel does not offer it (CONFIG_FUSE_PASSTHROUGH, Linux 6.9 or later)";
+  else if (!has_sys_admin())
+    off = "the daemon lacks CAP_SYS_ADMIN";
+  if (off != nullptr) {
+    syslog(LOG_INFO, "sealfs: FUSE passthrough off: %s", off);
+    return;
+  }
+  conn->want |= kPassthroughCap;
+  fs.passthrough.grant();
+  syslog(LOG_INFO,
+         "sealfs: FUSE passthrough on: sealed files verified at open are read by the kernel from B");
+}
 
 void op_init(void* userdata, fuse_conn_info* conn) {
   auto* fs = static_cast<Filesystem*>(userdata);
@@ -47,6 +91,8 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   // last close): no writeback cache.
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+  // Passthrough needs the writeback cache off too (the kernel refuses both).
+  if (fs != nullptr) ask_passthrough(*fs, conn);
 }
 
 fuse_lowlevel_ops make_operations() {

@@ -242,8 +242,17 @@ bool open_backing(Filesystem& fs, const MountConfig& options, Profile profile, s
   fs.cache_timeout = options.cache_timeout;
   fs.max_read = options.max_read;
   // verify=always hashes at every open: it keeps OPEN.
-  fs.no_open = (options.no_open || options.read_only) && options.store.verify != VerifyMode::always;
+  // A read-only mount keeps no OPEN unless -o keep_open says so (issue 25).
+  fs.no_open = (options.no_open || (options.read_only && !options.keep_open)) &&
+               options.store.verify != VerifyMode::always;
   fs.shared_read_opens = options.store.verify != VerifyMode::always;
+  if (options.no_passthrough)
+    fs.passthrough_off = "not asked for (-o passthrough)";
+  else if (options.store.verify == VerifyMode::always)
+    fs.passthrough_off = "-o verify=always (every READ is checked by the daemon)";
+  else if (options.store.noatime)
+    fs.passthrough_off =
+        "-o noatime (the kernel would read B's file under the caller's open flags, moving B's access times)";
   if (char* real = ::realpath(options.mountpoint.c_str(), nullptr)) {
     fs.mountpoint = real;
     std::free(real);

@@ -114,6 +114,7 @@ TEST(MountOptionsTest, NoOpenAndReadOnlyAreRecorded) {
   EXPECT_TRUE(o.no_open);
   ASSERT_TRUE(apply_option_list("keep_open", o));
   EXPECT_FALSE(o.no_open);
+  EXPECT_TRUE(o.keep_open) << "given: a read-only mount keeps OPEN too";
   EXPECT_EQ(fuse_option_string(o).find("keep_open"), std::string::npos);
   ASSERT_TRUE(apply_option_list("no_open,ro", o));
   EXPECT_TRUE(o.no_open);
@@ -136,6 +137,17 @@ TEST(MountOptionsTest, NoOpendirIsTheDefaultAndKeepOpendirTurnsItOff) {
   EXPECT_TRUE(o.no_opendir);
   EXPECT_EQ(fuse_option_string(o).find("opendir"), std::string::npos) << "sealfs's own, not libfuse's";
   EXPECT_FALSE(apply_option_list("keep_opendir=1", o)) << "a flag takes no value";
+}
+
+TEST(MountOptionsTest, PassthroughIsTheDefaultAndNoPassthroughTurnsItOff) {
+  MountOptions o;
+  EXPECT_TRUE(o.no_passthrough) << "FUSE passthrough only when asked for (R2 for held descriptors)";
+  ASSERT_TRUE(apply_option_list("passthrough", o));
+  EXPECT_FALSE(o.no_passthrough);
+  ASSERT_TRUE(apply_option_list("no_passthrough", o));
+  EXPECT_TRUE(o.no_passthrough);
+  EXPECT_EQ(fuse_option_string(o).find("passthrough"), std::string::npos) << "sealfs's own, not libfuse's";
+  EXPECT_FALSE(apply_option_list("no_passthrough=1", o)) << "a flag takes no value";
 }
 
 TEST(MountOptionsTest, PushMaxTakesAByteCount) {

@@ -55,6 +55,7 @@ EXPECTED_TYPES = {
     "sealfs_hashed_bytes": "counter",
     "sealfs_hashed_files": "counter",
     "sealfs_reads": "counter",
+    "sealfs_passthrough_opens": "counter",
     "sealfs_pushed_bytes": "counter",
     "sealfs_in_progress_files": "gauge",
     "sealfs_open_handles": "gauge",

@@ -28,8 +28,7 @@ TEST(Metrics, ZeroJsonListsEveryCounterSorted) {
                   "\"hidden_by_reason\":") +
           kZeroByReason +
           ",\"hits\":0,\"in_progress\":0,\"inode_bound\":0,\"inodes\":0,\"judgements\":0,\"lookups\":0,"
-          "\"misses\":0,\"open_"
-          "handles\":0,"
+          "\"misses\":0,\"open_handles\":0,\"passthrough_opens\":0,"
           "\"publish_seconds\":{\"bounds_us\":[500,1000,2500,5000,10000,25000,50000,100000,250000,500000,"
           "1000000,2500000,5000000,10000000],\"counts\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"sum_ns\":0},"
           "\"publishes\":0,\"quarantined\":0,\"quarantined_by_reason\":" +
@@ -54,12 +53,14 @@ TEST(Metrics, EachCounterLandsUnderItsOwnKey) {
   m.reads = 14;
   m.bytes_pushed = 15;
   m.unseen_writes_refused = 16;
+  m.passthrough_opens = 17;
   const std::string j = m.snapshot(Gauges{12, 13}).to_json();
   for (const char* pair :
        {"{\"abandoned\":1,", ",\"bytes_hashed\":18446744073709551615,", ",\"files_hashed\":3,",
         ",\"hidden\":4,", ",\"hits\":5,", ",\"lookups\":6,", ",\"publishes\":7,", ",\"quarantined\":8,",
         ",\"rejected\":9,", ",\"seals\":10,", ",\"misses\":11,", ",\"in_progress\":12,",
-        ",\"open_handles\":13,", ",\"reads\":14,", ",\"bytes_pushed\":15,", ",\"unseen_writes_refused\":16}"})
+        ",\"open_handles\":13,", ",\"reads\":14,", ",\"bytes_pushed\":15,", ",\"unseen_writes_refused\":16}",
+        ",\"passthrough_opens\":17,"})
     EXPECT_NE(j.find(pair), std::string::npos) << pair << " in " << j;
 }
 
