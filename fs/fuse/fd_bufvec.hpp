@@ -5,8 +5,12 @@
 
 #include <fuse_lowlevel.h>
 #include <sys/types.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
+
+#include "core/base/result.hpp"
 
 namespace sealfs::fuse {
 
@@ -28,6 +32,20 @@ inline fuse_bufvec mem_bufvec(std::size_t size, void* data) {
   v.buf[0].mem = data;
   v.buf[0].fd = -1;
   return v;
+}
+
+// pread of [off, off + size) into buf, short only at the end of the file:
+// what a READ checked after the fact and a page push read into memory.
+inline Result<std::size_t> pread_up_to(int fd, char* buf, std::size_t size, off_t off) {
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd, buf + done, size - done, off + static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno_error("read");
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  return done;
 }
 
 }  // namespace sealfs::fuse

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 
+#include "fs/fuse/fd_bufvec.hpp"
 #include "fs/fuse/request.hpp"
 
 namespace sealfs::fuse {
@@ -398,37 +399,25 @@ int unverified_errno(Filesystem& fs, FileHandle& handle) {
   return 0;
 }
 
-namespace {
-
-// pread until size bytes or the end of the file.
-Result<std::size_t> read_at(int fd, char* buf, std::size_t size, off_t off) {
-  std::size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::pread(fd, buf + done, size - done, off + static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno_error("read");
-    if (n == 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  return done;
-}
-
-}  // namespace
-
 Result<std::size_t> read_verified(Filesystem& fs, FileHandle& handle, char* buf, std::size_t size,
                                   off_t off) {
   // A file rewritten behind the mount again and again is refused after a
   // few tries rather than chased.
   constexpr int kAttempts = 3;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
-    if (const int err = unverified_errno(fs, handle); err != 0) return make_error(err, "read: not verified");
     fs.test_step("read_checked");  // tests change the file here
-    auto n = read_at(handle.fd.get(), buf, size, off);
+    auto n = pread_up_to(handle.fd.get(), buf, size, off);
     if (!n) return n.error();
+    // One stamp check per READ, after the read: unchanged, the bytes read
+    // are the bytes verified. Changed, they are not trusted even if the file
+    // verifies again (it may have changed back): verified again, read again.
     auto st = fs.store->attributes(handle.fd.get());
     if (!st) return make_error(read_errno(st.error()), st.error().message);
-    std::lock_guard lock(handle.stamp_mu);
-    if (Stamp::of(*st) == handle.verified) return *n;
+    {
+      std::lock_guard lock(handle.stamp_mu);
+      if (Stamp::of(*st) == handle.verified) return *n;
+    }
+    if (const int err = unverified_errno(fs, handle); err != 0) return make_error(err, "read: not verified");
   }
   syslog(LOG_WARNING, "sealfs: a READ found its file changed behind the mount during each of %d reads",
          kAttempts);

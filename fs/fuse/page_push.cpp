@@ -24,19 +24,6 @@ constexpr std::size_t kChunk = 1 << 20;
 constexpr int kInodeWaits = 40;
 constexpr std::chrono::microseconds kInodeWait{50};
 
-// Reads [off, off + len) of fd into buf; false on a short read (the file
-// shrank: the stamp check would fail anyway) or an error.
-bool read_fully(int fd, char* buf, std::size_t len, off_t off) {
-  std::size_t done = 0;
-  while (done < len) {
-    const ssize_t n = ::pread(fd, buf + done, len - done, off + static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
 // One notify_store; ENOENT (no such inode yet) retried for a moment when
 // wait_for_inode. No splice: the bytes are in our buffer already.
 bool store_chunk(fuse_session* session, fuse_ino_t ino, off_t off, char* data, std::size_t len,
@@ -67,7 +54,9 @@ void push_range(Filesystem& fs, fuse_ino_t ino, FileHandle& handle, off_t from, 
   std::uint64_t pushed = 0;
   for (off_t off = from; off < to;) {
     const std::size_t len = std::min(kChunk, static_cast<std::size_t>(to - off));
-    if (!read_fully(handle.fd.get(), buf.data(), len, off) || unverified_errno(fs, handle) != 0) break;
+    // A short read: the file shrank, and the stamp check would fail anyway.
+    const auto got = pread_up_to(handle.fd.get(), buf.data(), len, off);
+    if (!got || *got != len || unverified_errno(fs, handle) != 0) break;
     fuse_session* session = fs.pusher.session();
     if (session == nullptr || !store_chunk(session, ino, off, buf.data(), len, wait_for_inode && off == from))
       break;
