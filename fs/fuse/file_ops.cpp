@@ -126,8 +126,7 @@ bool open_passthrough(fuse_req_t req, Filesystem& fs, const InodeRef& inode, int
   if (in_progress) return active ? (fuse_reply_err(req, ETXTBSY), true) : false;
   // Sealed files only: not a volatile area's (nor one published from there
   // through this mount, whose inode says volatile until its next lookup).
-  const bool sealed = inode->kind == ObjectKind::sealed_file || inode->kind == ObjectKind::file_in_entry;
-  if (!sealed && !active) return false;
+  if (!is_sealed(inode->kind) && !active) return false;
   if (!active && !fs.make_room()) return false;
   auto fd = open_tracked(fs, *inode, flags, false);
   if (!fd && fd.code() == ENOENT) return fuse_reply_err(req, ESTALE), true;
