@@ -50,6 +50,24 @@ void Filesystem::attach_hooks(StoreOptions& options) {
   };
 }
 
+std::uint64_t Filesystem::descriptors_used() const {
+  constexpr std::int64_t kUntrackedRecountNs = 250'000'000;
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+  std::int64_t last = untracked_counted_at_ns_.load(std::memory_order_relaxed);
+  if (now - last >= kUntrackedRecountNs &&
+      untracked_counted_at_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+    // 0 when /proc cannot be read (no descriptor left for it): keep the old figure.
+    if (const std::uint64_t all = open_descriptors(); all > 0)
+      untracked_descriptors_.store(
+          std::max<std::int64_t>(static_cast<std::int64_t>(all) - UniqueFd::live(), 0),
+          std::memory_order_relaxed);
+  }
+  return static_cast<std::uint64_t>(
+      std::max<std::int64_t>(UniqueFd::live() + untracked_descriptors_.load(std::memory_order_relaxed), 0));
+}
+
 void Filesystem::wait_for_release_backlog() {
   constexpr auto kBacklogWait = std::chrono::seconds(2);
   constexpr auto kPoll = std::chrono::milliseconds(2);
@@ -64,25 +82,25 @@ void Filesystem::wait_for_release_backlog() {
 }
 
 bool Filesystem::make_room() {
-  // The kernel's FORGETs come through the request threads, which waiting
-  // here must not all hold: hence a short wait, not an unbounded one. Only
-  // while the inodes are over the bound is there something to wait for:
-  // below it, open handles (or a limit lowered below what is held) are
-  // what fills the table, and no eviction frees those.
-  constexpr auto kWait = std::chrono::seconds(2);
+  // Descriptors come back as the evictor detaches cold files and as
+  // RELEASEs and seals finish. Those come through the request threads,
+  // which waiting here must not all hold: hence a bounded wait, given up
+  // early when nothing has come back for a while.
+  constexpr auto kWait = std::chrono::seconds(3);
   constexpr auto kPoll = std::chrono::milliseconds(5);
-  constexpr int kPollsWithoutProgress = 40;
+  constexpr int kPollsWithoutProgress = 200;
   if (!descriptors_low()) return true;
+  // Kept readers are a convenience (the next READ opens one again).
+  implicit.set_max_readers(evictor.bound());
+  implicit.shed_readers(evictor.bound() / 4);
   evictor.wake();
   const auto deadline = std::chrono::steady_clock::now() + kWait;
-  std::size_t fewest = inodes.size();
-  for (int idle = 0;
-       idle < kPollsWithoutProgress && evictor.over() && std::chrono::steady_clock::now() < deadline;
-       ++idle) {
+  std::uint64_t fewest = descriptors_used();
+  for (int idle = 0; idle < kPollsWithoutProgress && std::chrono::steady_clock::now() < deadline; ++idle) {
     std::this_thread::sleep_for(kPoll);
     if (!descriptors_low()) return true;
     evictor.wake();
-    if (const std::size_t now = inodes.size(); now < fewest) {
+    if (const std::uint64_t now = descriptors_used(); now < fewest) {
       fewest = now;
       idle = 0;
     }

@@ -162,23 +162,23 @@ struct Filesystem {
   // not starve verification and publishes of the descriptors they need. An
   // open that would leave less than descriptor_headroom is refused with
   // ENFILE (the daemon's table is full, not the caller's) once make_room
-  // could not help. Each inode the kernel holds and each open handle costs
-  // one descriptor. The limit is read each time: an administrator may
+  // could not help. Each open handle and each inode the kernel holds that
+  // is not detached (Inode::detach) costs one descriptor. The limit is read each time: an administrator may
   // change it with prlimit(1) while mounted.
   bool descriptors_low() const {
     const std::uint64_t limit = descriptor_limit();
-    // The passthrough opens of an inode share one descriptor (passthrough.hpp).
-    const std::size_t handles =
-        files.size() + passthrough.descriptors() - std::min(files.size(), passthrough.opens());
-    const std::uint64_t used = inodes.size() + handles + dirs.size() + implicit.size();
-    return used + descriptor_headroom(limit) >= limit;
+    return descriptors_used() + descriptor_headroom(limit) >= limit;
   }
+  // The descriptors held now: those owned through UniqueFd, counted as they
+  // open and close, plus the ones libfuse and the C library hold (/dev/fuse,
+  // each worker's splice pipe), counted from /proc at most every
+  // kUntrackedRecount.
+  std::uint64_t descriptors_used() const;
   // Issue 24: running low slows a request down, it does not fail it. While
-  // descriptors are low and the inodes over the evictor's bound, waits (up
-  // to a couple of seconds, and only while the table shrinks) for the
-  // kernel to forget the inodes the evictor handed back; false if still
-  // low then (open handles, which no eviction frees, fill the table, or the
-  // limit was lowered below what is held).
+  // descriptors are low, waits (up to a few seconds, and only while some
+  // come back) for the evictor to detach cold files and for RELEASEs and
+  // seals to finish; false if still low then (open handles fill the table,
+  // or the limit was lowered below what is held).
   bool make_room();
   // Write handles closed and waiting for their RELEASE, each still holding
   // its descriptor: the kernel sends RELEASEs in the background, a few at a
@@ -186,6 +186,12 @@ struct Filesystem {
   // stressor: thousands a second) outruns them. A CREATE waits, at most
   // kBacklogWait, while more than half the inode bound of them wait.
   std::atomic<std::uint64_t> closed_unreleased{0};
+
+ private:
+  mutable std::atomic<std::int64_t> untracked_descriptors_{0};
+  mutable std::atomic<std::int64_t> untracked_counted_at_ns_{0};
+
+ public:
   void wait_for_release_backlog();
 };
 

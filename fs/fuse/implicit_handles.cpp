@@ -144,11 +144,20 @@ Result<std::shared_ptr<FileHandle>> ImplicitHandles::reader(fuse_ino_t ino, cons
   if (it != readers_.end()) return it->second.handle;  // a racing READ made one first
   reader_age_.push_front(ino);
   readers_.emplace(ino, ReaderSlot{*handle, reader_age_.begin()});
-  while (readers_.size() > kMaxReaders) {
+  shed_locked(max_readers_.load(std::memory_order_relaxed));
+  return *handle;
+}
+
+void ImplicitHandles::shed_readers(std::size_t keep) {
+  std::lock_guard lock(mu_);
+  shed_locked(keep);
+}
+
+void ImplicitHandles::shed_locked(std::size_t keep) {
+  while (readers_.size() > keep) {
     readers_.erase(reader_age_.back());
     reader_age_.pop_back();
   }
-  return *handle;
 }
 
 void ImplicitHandles::forget(fuse_ino_t ino) {

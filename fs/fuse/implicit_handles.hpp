@@ -13,6 +13,8 @@
 #include <fuse_lowlevel.h>
 #include <sys/types.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <list>
@@ -82,7 +84,7 @@ class ImplicitHandles {
   std::optional<fuse_ino_t> writer_id_where(const std::function<bool(const FileHandle&)>& matches) const;
 
   // The read handle of ino, made by make() when there is none. At most
-  // kMaxReaders are kept (least recently used leave first; a READ still
+  // max_readers() are kept (least recently used leave first; a READ still
   // using one keeps it alive until it is done).
   Result<std::shared_ptr<FileHandle>> reader(fuse_ino_t ino, const MakeHandle& make);
   // The kernel forgot ino: its read handle goes.
@@ -92,6 +94,13 @@ class ImplicitHandles {
   std::size_t size() const;
 
   static constexpr std::size_t kMaxReaders = 1024;
+  // Fewer for a daemon with few descriptors (issue 24: the inode bound).
+  void set_max_readers(std::size_t n) {
+    max_readers_.store(std::min(n, kMaxReaders), std::memory_order_relaxed);
+  }
+  std::size_t max_readers() const { return max_readers_.load(std::memory_order_relaxed); }
+  // Descriptors run low: all but the keep most recently used readers go.
+  void shed_readers(std::size_t keep);
 
  private:
   struct WriterSlot {
@@ -103,6 +112,8 @@ class ImplicitHandles {
     std::shared_ptr<FileHandle> handle;
     std::list<fuse_ino_t>::iterator age;
   };
+  void shed_locked(std::size_t keep);  // under mu_
+  std::atomic<std::size_t> max_readers_{kMaxReaders};
   mutable std::mutex mu_;
   std::unordered_map<fuse_ino_t, WriterSlot> writers_;
   std::unordered_map<fuse_ino_t, ReaderSlot> readers_;

@@ -29,10 +29,12 @@ void InodeEvictor::wake() {
   cv_.notify_one();
 }
 
-void InodeEvictor::start(fuse_session* session, std::function<bool(const Inode&)> keep) {
+void InodeEvictor::start(fuse_session* session, std::function<bool(const Inode&)> keep,
+                         std::function<bool()> pressure) {
   std::lock_guard lock(mu_);
   session_ = session;
   keep_ = std::move(keep);
+  pressure_ = std::move(pressure);
   stopping_ = false;
   thread_ = std::thread([this] { run(); });
 }
@@ -66,13 +68,23 @@ void InodeEvictor::sweep() {
   bound_.store(bound_for(descriptor_limit()), std::memory_order_relaxed);
   const std::uint64_t size = inodes_.size();
   const std::uint64_t target = bound() * kTargetPercent / 100;
-  if (size <= bound()) return;
-  for (const InodeTable::Cold& cold : inodes_.cold(size - target)) {
+  // Low on descriptors (open handles, seals in flight): every cold file
+  // gives its descriptor back, even under the bound.
+  const bool pressed = pressure_ && pressure_();
+  if (size <= bound() && !pressed) return;
+  std::uint64_t to_evict = size > bound() ? size - target : 0;
+  for (const InodeTable::Cold& cold : inodes_.cold(pressed ? size : size - target)) {
     if (keep_ && keep_(*cold.inode)) continue;
     {
       std::lock_guard lock(mu_);
       if (stopping_) return;
     }
+    // The descriptor goes now, whatever the kernel does: it forgets only
+    // when it can take the directory's lock, which a burst of creates in
+    // that directory holds most of the time.
+    if (cold.inode->detach()) detached_.fetch_add(1, std::memory_order_relaxed);
+    if (to_evict == 0) continue;
+    --to_evict;
     // ENOENT: the kernel no longer holds the parent or the name; it forgets
     // (or already forgot) the inode by itself.
     fuse_lowlevel_notify_inval_entry(session_, cold.seen.parent, cold.seen.name.data(),

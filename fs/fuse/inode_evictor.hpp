@@ -1,9 +1,11 @@
 // Keeps the inodes the daemon holds, each with an O_PATH descriptor, under a
 // bound derived from its descriptor limit (issue 24). The kernel forgets an
 // inode only when its dentries go, which without memory pressure is never:
-// past the bound this thread asks it to drop the names of the inodes no
-// request used lately (fuse_lowlevel_notify_inval_entry, as a rename behind
-// the mount would), and the kernel answers with FORGET. Needs nothing of B,
+// past the bound this thread closes the descriptors of the files no request
+// used lately (Inode::detach: they are opened again by name when used) and
+// asks the kernel to drop the names of those inodes
+// (fuse_lowlevel_notify_inval_entry, as a rename behind the mount would),
+// and the kernel answers with FORGET. Needs nothing of B,
 // so it works on every filesystem (GlusterFS has no file handles to keep
 // instead of descriptors). A name dropped is looked up again when used.
 #pragma once
@@ -43,10 +45,14 @@ class InodeEvictor {
   void wake();
   // Names the kernel was asked to drop so far.
   std::uint64_t evicted() const { return evicted_.load(std::memory_order_relaxed); }
+  // Files whose descriptor was closed while the kernel still remembered them.
+  std::uint64_t detached() const { return detached_.load(std::memory_order_relaxed); }
 
-  // keep: inodes never to evict (files being written). The session must
-  // outlive the thread: call stop() before destroying it.
-  void start(fuse_session* session, std::function<bool(const Inode&)> keep);
+  // keep: inodes never to evict (files being written); pressure: whether
+  // descriptors run low, when every cold file's descriptor goes. The
+  // session must outlive the thread: call stop() before destroying it.
+  void start(fuse_session* session, std::function<bool(const Inode&)> keep,
+             std::function<bool()> pressure = {});
   void stop();
 
  private:
@@ -56,7 +62,9 @@ class InodeEvictor {
   InodeTable& inodes_;
   std::atomic<std::uint64_t> bound_{bound_for(descriptor_limit())};
   std::atomic<std::uint64_t> evicted_{0};
+  std::atomic<std::uint64_t> detached_{0};
   std::function<bool(const Inode&)> keep_;
+  std::function<bool()> pressure_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool woken_ = false;

@@ -1,6 +1,10 @@
 #include "fs/fuse/inode_table.hpp"
 
+#include <fcntl.h>
+
 #include <algorithm>
+
+#include "core/layout/paths.hpp"
 
 namespace sealfs::fuse {
 
@@ -14,6 +18,30 @@ bool Inode::report(const struct stat& st) {
   reported_mtime_ = st.st_mtim;
   reported_size_ = st.st_size;
   return changed && !here;
+}
+
+std::shared_ptr<const UniqueFd> Inode::path_fd() const {
+  std::lock_guard lock(mu_);
+  if (fd_) return fd_;
+  // Detached: only files that were seen under a name are (detach()).
+  UniqueFd fd;
+  if (seen_.dir) {
+    auto opened = open_beneath(seen_.dir->get(), seen_.name, O_PATH | O_NOFOLLOW);
+    if (opened) {
+      auto st = stat_fd(opened->get());
+      if (st && st->st_dev == dev && st->st_ino == ino) fd = std::move(*opened);
+    }
+  }
+  if (!fd) return std::make_shared<const UniqueFd>();  // not kept: tried again next time
+  fd_ = std::make_shared<const UniqueFd>(std::move(fd));
+  return fd_;
+}
+
+bool Inode::detach() {
+  std::lock_guard lock(mu_);
+  if (directory || !fd_ || !seen_.dir || fd_.use_count() != 1) return false;
+  fd_.reset();
+  return true;
 }
 
 void InodeTable::set_root(Found root) {

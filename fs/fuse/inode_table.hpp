@@ -50,11 +50,12 @@ class Inode {
   std::atomic<bool> pages_pushed{false};
 
   // The O_PATH|O_NOFOLLOW fd, kept alive for as long as the caller holds
-  // the pointer even if a newer lookup replaces it meanwhile.
-  std::shared_ptr<const UniqueFd> path_fd() const {
-    std::lock_guard lock(mu_);
-    return fd_;
-  }
+  // the pointer even if a newer lookup replaces it meanwhile. A detached
+  // file (detach()) is opened again here by the name it was last seen
+  // under, checked to be the same object; when that fails (moved or
+  // removed behind the mount) the fd is invalid (-1) and the request
+  // fails with EBADF, which reply_error reports as ESTALE.
+  std::shared_ptr<const UniqueFd> path_fd() const;
   // An O_PATH fd remembers the name it was opened by, and the store finds an
   // object's place (its entry, its sidecar) from it. With hard links, or
   // after a replace, the newest name is the one that still leads to the
@@ -63,6 +64,15 @@ class Inode {
     auto fresh = std::make_shared<const UniqueFd>(std::move(fd));
     std::lock_guard lock(mu_);
     fd_.swap(fresh);
+  }
+  // Issue 24: a file the kernel remembers need not hold a descriptor while
+  // no request uses it. Closes the fd of a file seen under a name when
+  // nothing else holds it; true if a descriptor was freed. Directories keep
+  // theirs: the objects seen in them share it (SeenAt).
+  bool detach();
+  bool attached() const {
+    std::lock_guard lock(mu_);
+    return fd_ != nullptr;
   }
 
   // Where the adapter last saw this object (lookup, create, link, readdirplus,
@@ -107,7 +117,7 @@ class Inode {
 
  private:
   mutable std::mutex mu_;
-  std::shared_ptr<const UniqueFd> fd_;  // never null
+  mutable std::shared_ptr<const UniqueFd> fd_;  // null while detached (files only)
   SeenAt seen_;
   bool reported_ = false;  // under mu_, with the two below
   struct timespec reported_mtime_ {};

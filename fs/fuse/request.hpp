@@ -46,7 +46,11 @@ void guarded_noreply(fuse_req_t req, Fn&& fn) {
   fuse_reply_none(req);
 }
 
+// EBADF from the store means the daemon's own descriptor for the object is
+// gone (a detached file moved or removed behind the mount: Inode::path_fd),
+// never the caller's: ESTALE, on which the kernel looks the name up again.
 inline void reply_error(fuse_req_t req, const Error& error) {
+  if (error.code == EBADF) return (void)fuse_reply_err(req, ESTALE);
   fuse_reply_err(req, error.code > 0 ? error.code : EIO);
 }
 // 0 for success, else the error's errno.

@@ -365,7 +365,10 @@ std::optional<int> serve(Filesystem& fs, fuse_session* se, bool foreground, cons
   // Threads start only now: fuse_daemonize forks, and threads do not survive a fork.
   fs.invalidator.start(se);
   // Files being written keep their names: their writers come back by them.
-  fs.evictor.start(se, [&fs](const Inode& inode) { return fs.writers.in_progress(inode.dev, inode.ino); });
+  fs.implicit.set_max_readers(fs.evictor.bound());
+  fs.evictor.start(
+      se, [&fs](const Inode& inode) { return fs.writers.in_progress(inode.dev, inode.ino); },
+      [&fs] { return fs.descriptors_low(); });
   fs.pusher.start(se);
   fs.reaper.start([&fs](fuse_ino_t ino) { end_orphaned_writer(fs, ino); });
   fs.deferred.start(kSealDelay);

@@ -198,5 +198,21 @@ TEST(ImplicitHandles, ReadersAreBoundedAndForgotten) {
   EXPECT_EQ(table.size(), ImplicitHandles::kMaxReaders - 1);
 }
 
+// Issue 24: a daemon with few descriptors keeps fewer readers, and sheds
+// all but the most recently used when descriptors run low.
+TEST(ImplicitHandles, ReadersFollowTheDaemonsBoundAndAreShed) {
+  ImplicitHandles table;
+  table.set_max_readers(100);
+  int made = 0;
+  for (fuse_ino_t ino = 1; ino <= 150; ++ino) ASSERT_TRUE(table.reader(ino, maker(made)));
+  EXPECT_EQ(table.size(), 100U);
+  table.shed_readers(10);
+  EXPECT_EQ(table.size(), 10U);
+  ASSERT_TRUE(table.reader(150, maker(made)));
+  EXPECT_EQ(made, 150) << "the most recently used are the ones kept";
+  table.set_max_readers(ImplicitHandles::kMaxReaders * 2);
+  EXPECT_EQ(table.max_readers(), ImplicitHandles::kMaxReaders);
+}
+
 }  // namespace
 }  // namespace sealfs::fuse

@@ -107,6 +107,39 @@ TEST_F(InodeTableTest, ADirectoryKeepsItsFdAcrossLookups) {
   EXPECT_EQ(d->path_fd()->get(), fd);
 }
 
+// Issue 24: a file the kernel remembers gives its descriptor back while no
+// request uses it, and is opened again by the name it was seen under;
+// what that name leads to now must be the same object, or the request
+// gets an invalid fd (ESTALE), never another file's.
+TEST_F(InodeTableTest, ADetachedFileIsOpenedAgainByNameOnlyIfStillTheSame) {
+  InodeRef root = table_.get(FUSE_ROOT_ID);
+  InodeRef a = table_.remember(found_for(dir_ / "a", ObjectKind::sealed_file));
+  EXPECT_FALSE(a->detach()) << "never seen under a name: nothing to open it by";
+  a->seen_at(*root, "a");
+  {
+    const auto held = a->path_fd();
+    EXPECT_FALSE(a->detach()) << "a request holds the descriptor";
+  }
+  const std::int64_t live = UniqueFd::live();
+  ASSERT_TRUE(a->detach());
+  EXPECT_FALSE(a->attached());
+  EXPECT_EQ(UniqueFd::live(), live - 1);
+  struct stat st {};
+  ASSERT_EQ(::fstatat(a->path_fd()->get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW), 0);
+  EXPECT_EQ(st.st_ino, a->ino);
+  EXPECT_TRUE(a->attached());
+  // Replaced behind the mount: the name leads to another object now.
+  ASSERT_TRUE(a->detach());
+  ASSERT_EQ(::rename((dir_ / "b").c_str(), (dir_ / "a").c_str()), 0);
+  EXPECT_FALSE(a->path_fd()->valid());
+  EXPECT_FALSE(a->attached()) << "a failed reopen is tried again, not kept";
+  // A directory keeps its descriptor: the objects seen in it share it.
+  test::make_dirs(dir_ / "d");
+  InodeRef d = table_.remember(found_for(dir_ / "d", ObjectKind::container));
+  d->seen_at(*root, "d");
+  EXPECT_FALSE(d->detach());
+}
+
 // cold(): what no request used since the last call, oldest first, only
 // inodes seen under a name (the kernel is asked to forget them by it).
 TEST_F(InodeTableTest, ColdListsInodesUnusedSinceTheLastLook) {

@@ -4,6 +4,7 @@
 // memory pressure: a daemon limited to 1024 descriptors (soft = hard, so it
 // cannot raise its own) used to fail saves after about 85 TileLang entries.
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
 
 #include <atomic>
 #include <cstring>
@@ -175,6 +176,45 @@ TEST(DescriptorBound, ABurstOfClosesAwaitingReleaseStaysUnderTheLimit) {
     if (err != 0) ++errors[err];
   }
   for (const auto& [err, count] : errors) ADD_FAILURE() << count << " lookups failed: " << std::strerror(err);
+  EXPECT_EQ(quarantined_files(mount), std::vector<std::string>{});
+}
+
+// Inodes the kernel cannot forget: an inotify watch pins each file's inode
+// (as a desktop indexer or a framework's file watcher does), so asking the
+// kernel to drop names gives no descriptor back. The daemon closes the
+// descriptors of the files no request uses (Inode::detach) and opens them
+// again by name when a request comes: every file reads back, under the
+// limit, and a detached file removed behind the mount is gone, not served
+// from a descriptor kept open.
+TEST(DescriptorBound, InodesTheKernelCannotForgetCostNoDescriptors) {
+  SEALFS_REQUIRE_FUSE();
+  Mount mount(limited({"profile=generic"}));
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  constexpr int kFiles = 3000;  // three times the limit, all pinned at once
+  make_dirs(mount.m("pinned"));
+  const auto name = [](int i) { return "pinned/f" + std::to_string(i); };
+  for (int i = 0; i < kFiles; ++i) write_file(mount.m(name(i)), "file " + std::to_string(i));
+  UniqueFd watches(::inotify_init1(IN_CLOEXEC));
+  ASSERT_TRUE(watches.valid()) << std::strerror(errno);
+  for (int i = 0; i < kFiles; ++i)
+    ASSERT_GE(::inotify_add_watch(watches.get(), mount.m(name(i)).c_str(), IN_ATTRIB), 0)
+        << name(i) << ": " << std::strerror(errno) << "\n"
+        << mount.log();
+  expect_within_bound(mount, "with every inode pinned");
+  // Removed behind the mount while detached: its name leads nowhere now.
+  ASSERT_EQ(::unlink(mount.b(name(7)).c_str()), 0);
+  ASSERT_EQ(::unlink(mount.b("pinned/.sealfs-manifest.f7").c_str()), 0);
+  int bad = 0;
+  for (int i = 0; i < kFiles && bad < 5; ++i) {
+    if (i == 7) continue;
+    const auto got = read_file(mount.m(name(i)));
+    if (got == "file " + std::to_string(i)) continue;
+    ++bad;
+    ADD_FAILURE() << name(i) << ": " << (got ? "wrong content" : std::string(std::strerror(errno)));
+  }
+  ASSERT_EQ(bad, 0) << mount.log();
+  EXPECT_FALSE(read_file(mount.m(name(7)))) << "a detached file removed behind the mount is still served";
+  expect_within_bound(mount, "after reading every pinned file back");
   EXPECT_EQ(quarantined_files(mount), std::vector<std::string>{});
 }
 
