@@ -1,5 +1,7 @@
 #include "fs/fuse/filesystem.hpp"
 
+#include <syslog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -86,26 +88,50 @@ bool Filesystem::make_room() {
   // RELEASEs and seals finish. Those come through the request threads,
   // which waiting here must not all hold: hence a bounded wait, given up
   // early when nothing has come back for a while.
-  constexpr auto kWait = std::chrono::seconds(3);
+  constexpr auto kWait = std::chrono::seconds(10);
   constexpr auto kPoll = std::chrono::milliseconds(5);
-  constexpr int kPollsWithoutProgress = 200;
+  constexpr int kPollsWithoutProgress = 600;  // 3 s in which nothing came back
+  constexpr int kPollsPerDetach = 10;
   if (!descriptors_low()) return true;
   // Kept readers are a convenience (the next READ opens one again).
   implicit.set_max_readers(evictor.bound());
   implicit.shed_readers(evictor.bound() / 4);
+  evictor.detach_cold();
+  if (!descriptors_low()) return true;
   evictor.wake();
   const auto deadline = std::chrono::steady_clock::now() + kWait;
   std::uint64_t fewest = descriptors_used();
   for (int idle = 0; idle < kPollsWithoutProgress && std::chrono::steady_clock::now() < deadline; ++idle) {
     std::this_thread::sleep_for(kPoll);
     if (!descriptors_low()) return true;
+    if (idle % kPollsPerDetach == 0) evictor.detach_cold();
     evictor.wake();
     if (const std::uint64_t now = descriptors_used(); now < fewest) {
       fewest = now;
       idle = 0;
     }
   }
-  return !descriptors_low();
+  if (!descriptors_low()) return true;
+  log_descriptors_low();
+  return false;
+}
+
+void Filesystem::log_descriptors_low() const {
+  // Once a minute at most: what fills the table, for whoever raises the limit.
+  constexpr std::int64_t kEveryNs = 60'000'000'000;
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+  std::int64_t last = low_logged_at_ns_.load(std::memory_order_relaxed);
+  if (last != 0 && now - last < kEveryNs) return;
+  if (!low_logged_at_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) return;
+  syslog(
+      LOG_WARNING,
+      "sealfs: descriptors low, a request gets ENFILE: %lld held by the daemon, %lld by libfuse, limit %llu; "
+      "%zu inodes, %zu open handles, %zu kept handles, %llu closes awaiting RELEASE",
+      static_cast<long long>(UniqueFd::live()), static_cast<long long>(untracked_descriptors_.load()),
+      static_cast<unsigned long long>(descriptor_limit()), inodes.size(), files.size() + dirs.size(),
+      implicit.size(), static_cast<unsigned long long>(closed_unreleased.load()));
 }
 
 }  // namespace sealfs::fuse

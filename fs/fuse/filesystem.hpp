@@ -175,8 +175,8 @@ struct Filesystem {
   // kUntrackedRecount.
   std::uint64_t descriptors_used() const;
   // Issue 24: running low slows a request down, it does not fail it. While
-  // descriptors are low, waits (up to a few seconds, and only while some
-  // come back) for the evictor to detach cold files and for RELEASEs and
+  // descriptors are low, waits (up to 10 s, given up after 3 s in which
+  // none came back) for the evictor to detach cold files and for RELEASEs and
   // seals to finish; false if still low then (open handles fill the table,
   // or the limit was lowered below what is held).
   bool make_room();
@@ -188,6 +188,8 @@ struct Filesystem {
   std::atomic<std::uint64_t> closed_unreleased{0};
 
  private:
+  void log_descriptors_low() const;
+  mutable std::atomic<std::int64_t> low_logged_at_ns_{0};
   mutable std::atomic<std::int64_t> untracked_descriptors_{0};
   mutable std::atomic<std::int64_t> untracked_counted_at_ns_{0};
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 namespace sealfs::fuse {
 namespace {
@@ -64,6 +65,18 @@ void InodeEvictor::run() {
 
 // Outside mu_: an invalidation waits for the parent directory's lock in the
 // kernel, which a request in that directory may hold for a while.
+// Every descriptor at once, whatever the kernel does: an invalidation waits
+// for its directory's lock, which a burst of creates holds most of the time,
+// and so may a create waiting for descriptors (make_room).
+std::vector<InodeTable::Cold> InodeEvictor::detach(std::vector<InodeTable::Cold> cold) {
+  std::erase_if(cold, [this](const InodeTable::Cold& c) { return keep_ && keep_(*c.inode); });
+  for (const InodeTable::Cold& c : cold)
+    if (c.inode->detach()) detached_.fetch_add(1, std::memory_order_relaxed);
+  return cold;
+}
+
+void InodeEvictor::detach_cold() { (void)detach(inodes_.cold(inodes_.size())); }
+
 void InodeEvictor::sweep() {
   bound_.store(bound_for(descriptor_limit()), std::memory_order_relaxed);
   const std::uint64_t size = inodes_.size();
@@ -72,23 +85,17 @@ void InodeEvictor::sweep() {
   // gives its descriptor back, even under the bound.
   const bool pressed = pressure_ && pressure_();
   if (size <= bound() && !pressed) return;
-  std::uint64_t to_evict = size > bound() ? size - target : 0;
-  for (const InodeTable::Cold& cold : inodes_.cold(pressed ? size : size - target)) {
-    if (keep_ && keep_(*cold.inode)) continue;
+  std::vector<InodeTable::Cold> cold = detach(inodes_.cold(pressed ? size : size - target));
+  if (size <= bound()) return;
+  if (cold.size() > size - target) cold.resize(size - target);
+  for (const InodeTable::Cold& c : cold) {
     {
       std::lock_guard lock(mu_);
       if (stopping_) return;
     }
-    // The descriptor goes now, whatever the kernel does: it forgets only
-    // when it can take the directory's lock, which a burst of creates in
-    // that directory holds most of the time.
-    if (cold.inode->detach()) detached_.fetch_add(1, std::memory_order_relaxed);
-    if (to_evict == 0) continue;
-    --to_evict;
     // ENOENT: the kernel no longer holds the parent or the name; it forgets
     // (or already forgot) the inode by itself.
-    fuse_lowlevel_notify_inval_entry(session_, cold.seen.parent, cold.seen.name.data(),
-                                     cold.seen.name.size());
+    fuse_lowlevel_notify_inval_entry(session_, c.seen.parent, c.seen.name.data(), c.seen.name.size());
     evicted_.fetch_add(1, std::memory_order_relaxed);
   }
 }

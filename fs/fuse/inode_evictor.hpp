@@ -18,6 +18,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "fs/fuse/descriptors.hpp"
 #include "fs/fuse/inode_table.hpp"
@@ -45,6 +46,10 @@ class InodeEvictor {
   void wake();
   // Names the kernel was asked to drop so far.
   std::uint64_t evicted() const { return evicted_.load(std::memory_order_relaxed); }
+  // Closes now, in the caller's thread, the descriptors of the files no
+  // request used since the last look (make_room: the evictor's thread may
+  // be waiting in an invalidation for a lock the caller's request holds).
+  void detach_cold();
   // Files whose descriptor was closed while the kernel still remembered them.
   std::uint64_t detached() const { return detached_.load(std::memory_order_relaxed); }
 
@@ -58,6 +63,8 @@ class InodeEvictor {
  private:
   void run();
   void sweep();
+  // cold less the inodes to keep, each detached where nothing holds it.
+  std::vector<InodeTable::Cold> detach(std::vector<InodeTable::Cold> cold);
 
   InodeTable& inodes_;
   std::atomic<std::uint64_t> bound_{bound_for(descriptor_limit())};
