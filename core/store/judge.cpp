@@ -54,6 +54,35 @@ void note_manifest(Judgement& j, EntryLocation where, std::string key, const Ent
 
 }  // namespace
 
+Status Judge::each_child(const DirContext& ctx, int dir_fd, const EntryVerdict* entry_verdict,
+                         const ChildVisit& visit) const {
+  auto children = read_dir(dir_fd);
+  if (!children) return children.error();
+  for (const DirChild& c : *children) {
+    if (is_reserved_name(c.name)) {
+      if (!visit(c, nullptr)) break;
+      continue;
+    }
+    const Result<Judgement> j = judge(ctx, dir_fd, c.name, VerifyDepth::stat_only, entry_verdict);
+    if (!visit(c, &j)) break;
+  }
+  return {};
+}
+
+Result<Judgement> Judge::recheck(Judgement j, const struct stat& st, bool rehash) const {
+  Result<std::shared_ptr<const EntryVerdict>> checked = std::shared_ptr<const EntryVerdict>();
+  if (rehash)
+    checked = check_entry(*j.where, VerifyDepth::fresh, ForceHash::only(j.key));
+  else if (!j.seen || !(*j.seen == Stamp::of(st)))
+    checked = check_entry(*j.where, VerifyDepth::fresh);
+  if (!checked) return checked.error();
+  const auto& v = *checked;
+  if (!v || v->valid) return j;
+  if (v->error) return make_error(v->error, v->reason);  // no verdict: say why
+  const Verdict invalid = j.where->file_entry ? Verdict::invalid_self : Verdict::invalid_entry;
+  return condemned(std::move(j), invalid, *v);
+}
+
 Result<Judgement> Judge::judge(const DirContext& ctx, int dir_fd, std::string_view name, VerifyDepth depth,
                                const EntryVerdict* entry_verdict) const {
   metrics_.judgements.fetch_add(1, std::memory_order_relaxed);

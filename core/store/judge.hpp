@@ -9,6 +9,7 @@
 
 #include <sys/stat.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 
 #include "core/base/metrics.hpp"
 #include "core/base/result.hpp"
+#include "core/layout/paths.hpp"
 #include "core/manifest/profile.hpp"
 #include "core/store/dir_context.hpp"
 #include "core/store/links.hpp"
@@ -75,6 +77,20 @@ class Judge {
   // changed while it was judged (a concurrent publish); bounded retries.
   Result<Judgement> judge_settled(const DirContext& ctx, int dir_fd, std::string_view name,
                                   VerifyDepth depth) const;
+  // Each child of ctx's directory dir_fd, in readdir order, with its verdict
+  // at stat level; reserved names (manifests, sidecars, .sealfs) are never
+  // judged and come with judged null. visit returns false to stop. This is
+  // the one "what does this directory show" loop: listings, rmdir's
+  // emptiness test and rename's. Errors are those of reading the directory.
+  using ChildVisit = std::function<bool(const DirChild& child, const Result<Judgement>* judged)>;
+  Status each_child(const DirContext& ctx, int dir_fd, const EntryVerdict* entry_verdict,
+                    const ChildVisit& visit) const;
+  // j, a visible sealed file's verdict, checked again against the file a
+  // caller opened (st): rehash hashes it again; otherwise its manifest is
+  // verified afresh when st's stamp is not the one j saw. Damage turns j
+  // invalid (or hidden, for an entry found foreign) as judge() would have;
+  // a check that could not decide is an error (R2).
+  Result<Judgement> recheck(Judgement j, const struct stat& st, bool rehash) const;
   // EntryVerifier::check, and when the verdict fails on content, the records
   // of listed hard-linked files brought up to date from their inodes' first
   // (links.hpp) and the entry checked again. At stat level nothing is hashed

@@ -199,19 +199,20 @@ Status Store::rmdir(int dir_fd, std::string_view name) {
     // invalid entries) do not keep a directory alive. Anything visible does.
     auto cctx = s.places.context_of(child->fd.get());
     if (!cctx) return cctx.error();
-    auto children = read_dir(child->fd.get());
-    if (!children) return children.error();
     std::vector<std::string> leftovers;
-    for (const auto& c : *children) {
-      if (!is_reserved_name(c.name)) {
-        auto cj = s.judge.judge(*cctx, child->fd.get(), c.name, VerifyDepth::stat_only);
-        if (!cj) return cj.error();
-        if (cj->verdict == Verdict::visible)
-          return make_error(ENOTEMPTY, ctx->child_rel(name) + " is not empty");
-        if (cj->verdict == Verdict::absent) continue;
-      }
-      leftovers.push_back(c.name);
-    }
+    Status blocked;
+    Status listed = s.judge.each_child(
+        *cctx, child->fd.get(), nullptr, [&](const DirChild& c, const Result<Judgement>* cj) {
+          if (cj != nullptr && !*cj)
+            blocked = (*cj).error();
+          else if (cj != nullptr && (*cj)->verdict == Verdict::visible)
+            blocked = make_error(ENOTEMPTY, ctx->child_rel(name) + " is not empty");
+          else if (cj == nullptr || (*cj)->verdict != Verdict::absent)
+            leftovers.push_back(c.name);
+          return blocked.ok();
+        });
+    if (!listed) return listed;
+    if (!blocked) return blocked;
     // Remove the manifest last: until then a crash leaves a valid (smaller) entry.
     std::stable_partition(leftovers.begin(), leftovers.end(),
                           [](const std::string& n) { return n != kDirManifest; });

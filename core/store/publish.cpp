@@ -159,15 +159,18 @@ class Publisher {
 Result<bool> Publisher::has_visible_children(int dir_fd) {
   auto ctx = s_.places.context_of(dir_fd);
   if (!ctx) return ctx.error();
-  auto children = read_dir(dir_fd);
-  if (!children) return children.error();
-  for (const auto& c : *children) {
-    if (is_reserved_name(c.name)) continue;
-    auto j = s_.judge.judge(*ctx, dir_fd, c.name, VerifyDepth::stat_only);
-    if (!j) return j.error();
-    if (j->verdict == Verdict::visible) return true;
-  }
-  return false;
+  Result<bool> visible = false;
+  Status listed =
+      s_.judge.each_child(*ctx, dir_fd, nullptr, [&](const DirChild&, const Result<Judgement>* j) {
+        if (j == nullptr) return true;
+        if (!*j)
+          visible = (*j).error();
+        else if ((*j)->verdict == Verdict::visible)
+          visible = true;
+        return visible.ok() && !*visible;
+      });
+  if (!listed) return listed.error();
+  return visible;
 }
 
 // Cheap refusals before any hashing; the same checks run again (with

@@ -107,16 +107,15 @@ std::optional<Listing> repeat_entry_root(Store::Impl& s, int dir_fd) {
 // file in progress, a name that could not be judged.
 Result<std::vector<DirItem>> visible_children(Store::Impl& s, const DirContext& ctx, int dir_fd,
                                               const EntryVerdict* entry, std::optional<ListingBasis>& basis) {
-  auto children = read_dir(dir_fd);
-  if (!children) return children.error();
   std::vector<DirItem> out;
-  for (const auto& c : *children) {
-    if (is_reserved_name(c.name)) continue;
-    auto j = s.judge.judge(ctx, dir_fd, c.name, VerifyDepth::stat_only, entry);
-    if (!j || S_ISDIR(j->st.st_mode) || j->kind == ObjectKind::in_progress) basis.reset();
-    if (!j || j->verdict != Verdict::visible) continue;
-    out.push_back(DirItem{c.name, j->st.st_ino, dt_of(j->st.st_mode)});
-  }
+  Status listed = s.judge.each_child(ctx, dir_fd, entry, [&](const DirChild& c, const Result<Judgement>* j) {
+    if (j == nullptr) return true;
+    if (!*j || S_ISDIR((*j)->st.st_mode) || (*j)->kind == ObjectKind::in_progress) basis.reset();
+    if (*j && (*j)->verdict == Verdict::visible)
+      out.push_back(DirItem{c.name, (*j)->st.st_ino, dt_of((*j)->st.st_mode)});
+    return true;
+  });
+  if (!listed) return listed.error();
   return out;
 }
 
@@ -143,28 +142,6 @@ Result<UniqueFd> open_replaced(EntryVerifier& entries, int path_fd, int flags, c
   return make_error(!now || now->st_nlink == 0 ? ESTALE : ENOENT, why);
 }
 
-// The judge's verdict on a sealed file, checked against the file opened:
-// verify=always rehashes it, verify=changed re-verifies its manifest when the
-// file's stamp is not the one the verdict saw. Damage found turns the verdict
-// invalid, as the judge would have said.
-Status recheck_opened(Store::Impl& s, Judgement& j, const struct stat& st, const std::string& rel) {
-  Result<std::shared_ptr<const EntryVerdict>> checked = std::shared_ptr<const EntryVerdict>();
-  if (s.options.verify == VerifyMode::always)
-    checked = s.judge.check_entry(*j.where, VerifyDepth::fresh, ForceHash::only(j.key));
-  else if (!j.seen || !(*j.seen == Stamp::of(st)))
-    checked = s.judge.check_entry(*j.where, VerifyDepth::fresh);
-  if (!checked) return checked.error();
-  const auto& v = *checked;
-  if (!v || v->valid) return {};
-  if (v->error) return make_error(v->error, rel + ": " + v->reason);  // no verdict: say why
-  if (v->foreign) return make_error(ENOENT, rel + ": " + v->reason);  // hidden, left in place (R3)
-  j.verdict = j.where->file_entry ? Verdict::invalid_self : Verdict::invalid_entry;
-  j.reason = v->reason;
-  j.cause = v->cause;
-  j.transient = v->transient;
-  return {};
-}
-
 // A read open of a regular file: it must still be what a verdict vouches for.
 Result<UniqueFd> open_for_reading(Store::Impl& s, int path_fd, int flags, const struct stat& st,
                                   PlaceHint hint) {
@@ -180,7 +157,12 @@ Result<UniqueFd> open_for_reading(Store::Impl& s, int path_fd, int flags, const 
   if (!same_object(j->st, st)) return open_replaced(s.entries, path_fd, flags, st, replaced);
   if (j->unauthenticated) return make_error(ENOENT, placed->rel + ": " + j->reason);
   if (j->sealed_file()) {
-    if (Status checked = recheck_opened(s, *j, st, placed->rel); !checked) return checked.error();
+    const bool rehash = s.options.verify == VerifyMode::always;
+    auto checked = s.judge.recheck(std::move(*j), st, rehash);
+    if (!checked) return make_error(checked.code(), placed->rel + ": " + checked.error().message);
+    j = std::move(checked);
+    // An entry found foreign is hidden and left in place (R3).
+    if (j->verdict == Verdict::hidden) return make_error(ENOENT, placed->rel + ": " + j->reason);
   }
   if (j->verdict != Verdict::invalid_self && j->verdict != Verdict::invalid_entry)
     return reopen_fd(path_fd, flags, &st);  // visible, or nothing a manifest says about it

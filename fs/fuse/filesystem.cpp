@@ -86,11 +86,15 @@ void Filesystem::wait_for_release_backlog() {
 bool Filesystem::make_room() {
   // Descriptors come back as the evictor detaches cold files and as
   // RELEASEs and seals finish. Those come through the request threads,
-  // which waiting here must not all hold: hence a bounded wait, given up
-  // early when nothing has come back for a while.
+  // which waiting here must not all hold: hence a bounded wait. It is given
+  // up after 3 s in which none came back, or at once (200 ms) when nothing
+  // is on its way: no close awaiting its RELEASE, no file in progress, no
+  // inode over the bound (the limit was lowered below what is held, or the
+  // callers' own opens fill the table).
   constexpr auto kWait = std::chrono::seconds(10);
   constexpr auto kPoll = std::chrono::milliseconds(5);
-  constexpr int kPollsWithoutProgress = 600;  // 3 s in which nothing came back
+  constexpr int kPollsWithoutProgress = 600;
+  constexpr int kPollsWhenNothingComes = 40;
   constexpr int kPollsPerDetach = 10;
   if (!descriptors_low()) return true;
   // Kept readers are a convenience (the next READ opens one again).
@@ -110,6 +114,9 @@ bool Filesystem::make_room() {
       fewest = now;
       idle = 0;
     }
+    const bool coming = evictor.over() || closed_unreleased.load(std::memory_order_relaxed) > 0 ||
+                        writers.in_progress_count() > 0;
+    if (!coming && idle >= kPollsWhenNothingComes) break;
   }
   if (!descriptors_low()) return true;
   log_descriptors_low();
