@@ -53,21 +53,25 @@ void Filesystem::attach_hooks(StoreOptions& options) {
 }
 
 std::uint64_t Filesystem::descriptors_used() const {
-  constexpr std::int64_t kUntrackedRecountNs = 250'000'000;
-  const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                               std::chrono::steady_clock::now().time_since_epoch())
-                               .count();
-  std::int64_t last = untracked_counted_at_ns_.load(std::memory_order_relaxed);
-  if (now - last >= kUntrackedRecountNs &&
-      untracked_counted_at_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-    // 0 when /proc cannot be read (no descriptor left for it): keep the old figure.
-    if (const std::uint64_t all = open_descriptors(); all > 0)
-      untracked_descriptors_.store(
-          std::max<std::int64_t>(static_cast<std::int64_t>(all) - UniqueFd::live(), 0),
-          std::memory_order_relaxed);
-  }
   return static_cast<std::uint64_t>(
       std::max<std::int64_t>(UniqueFd::live() + untracked_descriptors_.load(std::memory_order_relaxed), 0));
+}
+
+void Filesystem::recount_untracked_descriptors() {
+  constexpr auto kUntrackedRecount = std::chrono::milliseconds(250);
+  const auto now = std::chrono::steady_clock::now();
+  if (now - untracked_counted_at_ < kUntrackedRecount) return;
+  untracked_counted_at_ = now;
+  // Other threads open and close meanwhile: of the UniqueFd counts before
+  // and after, the larger leaves the smaller remainder (a burst of closes
+  // during the count must not read as descriptors held elsewhere). 0 when
+  // /proc cannot be read (no descriptor left for it): keep the old figure.
+  const std::int64_t before = UniqueFd::live();
+  const std::uint64_t all = open_descriptors();
+  if (all == 0) return;
+  const std::int64_t tracked = std::max(before, UniqueFd::live());
+  untracked_descriptors_.store(std::max<std::int64_t>(static_cast<std::int64_t>(all) - tracked, 0),
+                               std::memory_order_relaxed);
 }
 
 void Filesystem::wait_for_release_backlog() {

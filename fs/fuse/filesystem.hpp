@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
@@ -171,9 +172,13 @@ struct Filesystem {
   }
   // The descriptors held now: those owned through UniqueFd, counted as they
   // open and close, plus the ones libfuse and the C library hold (/dev/fuse,
-  // each worker's splice pipe), counted from /proc at most every
-  // kUntrackedRecount.
+  // each worker's splice pipe) as last recounted. Two atomic loads: it is
+  // asked on every LOOKUP and open.
   std::uint64_t descriptors_used() const;
+  // Recounts those others from /proc (a directory read of every descriptor),
+  // at most every 250 ms. Called from the evictor's thread at each sweep and
+  // once at start, never on a request's path.
+  void recount_untracked_descriptors();
   // Issue 24: running low slows a request down, it does not fail it. While
   // descriptors are low, waits (up to 10 s, given up after 3 s in which
   // none came back) for the evictor to detach cold files and for RELEASEs and
@@ -190,8 +195,8 @@ struct Filesystem {
  private:
   void log_descriptors_low() const;
   mutable std::atomic<std::int64_t> low_logged_at_ns_{0};
-  mutable std::atomic<std::int64_t> untracked_descriptors_{0};
-  mutable std::atomic<std::int64_t> untracked_counted_at_ns_{0};
+  std::atomic<std::int64_t> untracked_descriptors_{0};
+  std::chrono::steady_clock::time_point untracked_counted_at_{};  // the evictor's thread only
 
  public:
   void wait_for_release_backlog();

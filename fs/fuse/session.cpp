@@ -366,9 +366,13 @@ std::optional<int> serve(Filesystem& fs, fuse_session* se, bool foreground, cons
   fs.invalidator.start(se);
   // Files being written keep their names: their writers come back by them.
   fs.implicit.set_max_readers(fs.evictor.bound());
+  fs.recount_untracked_descriptors();
   fs.evictor.start(
       se, [&fs](const Inode& inode) { return fs.writers.in_progress(inode.dev, inode.ino); },
-      [&fs] { return fs.descriptors_low(); });
+      [&fs] {
+        fs.recount_untracked_descriptors();
+        return fs.descriptors_low();
+      });
   fs.pusher.start(se);
   fs.reaper.start([&fs](fuse_ino_t ino) { end_orphaned_writer(fs, ino); });
   fs.deferred.start(kSealDelay);
