@@ -4,7 +4,10 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <thread>
 
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"
@@ -209,17 +212,30 @@ Result<std::shared_ptr<const EntryVerdict>> Judge::check_entry(const EntryLocati
 
 Result<Judgement> Judge::judge_settled(const DirContext& ctx, int dir_fd, std::string_view name,
                                        VerifyDepth depth) const {
-  constexpr int kAttempts = 4;
+  // Each retry means a writer made progress on this very name, so a reader
+  // keeps asking while the writer keeps replacing, as a native lookup never
+  // fails then; after a few tries it backs off to let a swap finish, and
+  // gives up after a while so that a name replaced without end (a hostile
+  // writer in B) costs a lookup bounded time, then a miss.
+  using Clock = std::chrono::steady_clock;
+  constexpr int kEagerAttempts = 4;
+  constexpr auto kPatience = std::chrono::seconds(1);
+  const auto deadline = Clock::now() + kPatience;
+  auto pause = std::chrono::microseconds(500);
   for (int attempt = 1;; ++attempt) {
     auto j = judge(ctx, dir_fd, name, depth);
-    if (!j || attempt == kAttempts) return j;
-    if (j->verdict == Verdict::hidden || j->verdict == Verdict::invalid_self ||
-        j->verdict == Verdict::invalid_entry) {
-      // Judged while a publish replaced it: not the object's fault, judge again.
-      auto now = stat_at(dir_fd, name);
-      if (j->transient || (now && !same_object(*now, j->st))) continue;
+    if (!j) return j;
+    if (j->verdict != Verdict::hidden && j->verdict != Verdict::invalid_self &&
+        j->verdict != Verdict::invalid_entry)
+      return j;
+    // Judged while a publish replaced it: not the object's fault, judge again.
+    auto now = stat_at(dir_fd, name);
+    if (!j->transient && now && same_object(*now, j->st)) return j;
+    if (Clock::now() >= deadline) return j;
+    if (attempt >= kEagerAttempts) {
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(16000));
     }
-    return j;
   }
 }
 

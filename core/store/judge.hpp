@@ -74,7 +74,7 @@ class Judge {
   Result<Judgement> judge(const DirContext& ctx, int dir_fd, std::string_view name, VerifyDepth depth,
                           const EntryVerdict* entry_verdict = nullptr) const;
   // judge(), again while the answer is "invalid" only because the object
-  // changed while it was judged (a concurrent publish); bounded retries.
+  // changed while it was judged (a concurrent publish), for up to a second.
   Result<Judgement> judge_settled(const DirContext& ctx, int dir_fd, std::string_view name,
                                   VerifyDepth depth) const;
   // Each child of ctx's directory dir_fd, in readdir order, with its verdict

@@ -195,6 +195,7 @@ Status check_listed_file(Verifier& verifier, int base_fd, const std::string& pat
   }
   auto st = stat_at(parent, leaf);
   if (!st) return check_failure(path, "missing", st.code(), defect);
+  if (seen) *seen = Stamp::of(*st);
   const FileRecord* candidates[2] = {&record, alternative};
   const FileRecord* fits[2] = {nullptr, nullptr};
   int nfits = 0;
@@ -207,7 +208,6 @@ Status check_listed_file(Verifier& verifier, int base_fd, const std::string& pat
                          (record.symlink ? "-byte symlink" : " bytes"),
                      defect);
   }
-  if (seen) *seen = Stamp::of(*st);
   if (S_ISLNK(st->st_mode)) {
     auto target = read_link_at(parent, leaf);
     if (!target) return check_failure(path, "unreadable symlink", target.code(), defect);
@@ -363,6 +363,19 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::verify(const EntryLocation& w
   return v;
 }
 
+namespace {
+
+// The path no longer names the object its check found there (`seen`, unset
+// when nothing was found): a publish replaced it while it was checked, so
+// what the check saw is no evidence against the entry.
+bool replaced_since(const EntryLocation& where, const std::string& path, const Stamp& seen) {
+  if (seen.ino == 0) return false;
+  auto now = listed_stamp(where.base_fd, path);
+  return !now || now->dev != seen.dev || now->ino != seen.ino;
+}
+
+}  // namespace
+
 bool EntryVerifier::check_listed_files(const EntryLocation& where, const Manifest& manifest, bool hash,
                                        const ForceHash& force, EntryVerdict& v) const {
   // Cheap rejections first: every type and size before any hashing.
@@ -391,7 +404,7 @@ bool EntryVerifier::check_listed_files(const EntryLocation& where, const Manifes
         // A manifest replaced while we checked (an amend, seal or R6 swap
         // through the mount) describes other content: not damage, ask again.
         auto stamp_now = manifest_stamp_at(where.base_fd, where.manifest_name);
-        v.transient = !stamp_now || !(*stamp_now == v.manifest_stamp);
+        v.transient = !stamp_now || !(*stamp_now == v.manifest_stamp) || replaced_since(where, path, seen);
         return false;
       }
       // A file entry is one object: the name must still hold the file this

@@ -170,7 +170,9 @@ Result<Stamp> listed_stamp(int base_fd, const std::string& path);
 
 // Checks one listed path below base_fd against its record (and an alternative
 // accepted during an R6 swap). Without hashing, types, sizes and symlink
-// targets only. On success *seen holds the file's stamp. EBADMSG is evidence
+// targets only. *seen holds the stamp of the file found at path (on a defect
+// too, once one was found: a caller can tell damage from a replacement by
+// whether the path still names it). EBADMSG is evidence
 // of damage (its kind in *defect); any other error is a failure to check,
 // with its own errno.
 Status check_listed_file(Verifier& verifier, int base_fd, const std::string& path, const FileRecord& record,

@@ -109,6 +109,34 @@ TEST_F(EntryTest, AcceptRecordAllowsEitherVersion) {
   EXPECT_FALSE(entries_.check(where(), VerifyDepth::fresh)->valid);
 }
 
+// A damaged file that a publish replaces while it is hashed: what the hash
+// saw is gone, so it is no evidence against the entry. The verdict is
+// transient (asked again, never cached) and the valid verdict the cache held
+// for the entry stays.
+TEST_F(EntryTest, AFileReplacedWhileHashedIsNoEvidence) {
+  put("a", "aaa");
+  Manifest m;
+  m.files["a"] = hashed("aaa");
+  seal(m);
+  auto valid = entries_.check(where(), VerifyDepth::fresh);
+  ASSERT_TRUE(valid->valid) << valid->reason;
+  put("a.new", "zzz");
+  ASSERT_EQ(::rename(path("a.new").c_str(), path("a").c_str()), 0);  // damage: another file, same size
+  put("a.new", "aaa");
+  verifier_.set_mid_hash_hook([this] { ::rename(path("a.new").c_str(), path("a").c_str()); });
+  auto v = entries_.check(where(), VerifyDepth::fresh);
+  EXPECT_FALSE(v->valid);
+  EXPECT_TRUE(v->transient) << v->reason;
+  EXPECT_EQ(entries_.cached(where()).get(), valid.get());
+
+  // Damage that stays where the hash found it is evidence.
+  verifier_.set_mid_hash_hook(nullptr);
+  put("a", "zzz");
+  auto damaged = entries_.check(where(), VerifyDepth::fresh);
+  EXPECT_FALSE(damaged->valid);
+  EXPECT_FALSE(damaged->transient) << damaged->reason;
+}
+
 TEST_F(EntryTest, HostileManifestsAreInvalidNotFatal) {
   put("a", "a");
   for (std::string_view text :
