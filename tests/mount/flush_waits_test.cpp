@@ -111,12 +111,18 @@ TEST_P(FlushWaits, TheWriterExitsWhileItsChildHoldsTheDescriptor) {
   const auto r = python(
       "f = open(sys.argv[1], 'w'); f.write('complete\\n'); f.flush()\n"
       "r, w = os.pipe()\n"
-      "if os.fork() == 0:\n"
+      "pid = os.fork()\n"
+      "if pid == 0:\n"
       "    os.close(w); os.read(r, 1); os._exit(0)\n"  // holds f until the pipe closes
-      "os._exit(0)\n",                                 // the child reads EOF once the parent is gone
+      "print(pid, flush=True); os._exit(0)\n",         // the child reads EOF once the parent is gone
       {mount_->m("orphaned_fd")});
   EXPECT_EQ(r.status, 0) << r.err;
   expect_sealed("orphaned_fd", "complete\n");
+  // The orphaned child holds the mount busy until it has exited; it must, or
+  // the unmount at the end of the test fails with EBUSY.
+  const auto child = static_cast<pid_t>(std::atoi(r.out.c_str()));
+  ASSERT_GT(child, 0) << r.out;
+  EXPECT_TRUE(eventually([&] { return process_ended(child); })) << "the child " << child << " did not exit";
 }
 
 // A ptraced writer: every stop of it goes through its tracer (this test).
