@@ -10,11 +10,6 @@
 namespace sealfs {
 namespace {
 
-constexpr std::array<std::string_view, kHideReasons> kReasonLabels = {
-    "abandoned",   "digest",   "foreign", "manifest", "missing",
-    "only_hidden", "reserved", "size",    "type",     "unlisted",
-};
-
 // The flat keys of the JSON form: every counter and gauge.
 using Field = std::uint64_t MetricsSnapshot::*;
 constexpr std::pair<std::string_view, Field> kScalars[] = {
@@ -68,7 +63,7 @@ std::string json_object(const std::map<std::string_view, std::string>& members) 
 
 std::string json_by_reason(const std::array<std::uint64_t, kHideReasons>& counts) {
   std::map<std::string_view, std::string> members;
-  for (std::size_t i = 0; i < kHideReasons; ++i) members[kReasonLabels[i]] = std::to_string(counts[i]);
+  for (std::size_t i = 0; i < kHideReasons; ++i) members[kHideReasonLabels[i]] = std::to_string(counts[i]);
   return json_object(members);
 }
 
@@ -124,18 +119,6 @@ Result<HistogramSnapshot> read_histogram(const rapidjson::Value& v) {
 }
 
 }  // namespace
-
-std::string_view label_of(HideReason reason) { return kReasonLabels[static_cast<std::size_t>(reason)]; }
-
-bool reason_from_label(std::string_view label, HideReason& reason) {
-  for (std::size_t i = 0; i < kHideReasons; ++i) {
-    if (kReasonLabels[i] == label) {
-      reason = static_cast<HideReason>(i);
-      return true;
-    }
-  }
-  return false;
-}
 
 void LatencyHistogram::observe(std::chrono::nanoseconds took) {
   const auto ns = static_cast<std::uint64_t>(std::max<std::int64_t>(took.count(), 0));

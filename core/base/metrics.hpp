@@ -15,34 +15,10 @@
 #include <string_view>
 #include <vector>
 
+#include "core/base/hide_reason.hpp"
 #include "core/base/result.hpp"
 
 namespace sealfs {
-
-// Why an object was hidden from a lookup or moved to quarantine. A fixed set
-// (a label value per reason), in label order. Damage (R2): missing, type,
-// size, digest, manifest. Not damage: foreign (R3), unlisted (a file in an
-// entry its manifest does not list), reserved (R7, hidden only), abandoned
-// (R4, quarantined only), only_hidden (R5: a directory of nothing but hidden
-// objects, moved out of a new name's way). Validators never hide or
-// quarantine: they run at publish and seal, and refuse (Metrics::rejected).
-enum class HideReason : std::uint8_t {
-  abandoned,
-  digest,    // a SHA-256 (or a symlink target) differs from the manifest
-  foreign,   // no manifest covers it
-  manifest,  // the manifest does not parse, or breaks its rules
-  missing,   // a listed file is not there (or unreadable to the daemon)
-  only_hidden,
-  reserved,
-  size,  // a listed file's size differs (or exceeds max_file_size)
-  type,  // a listed path is of another type (a directory, a FIFO, a symlink…)
-  unlisted,
-};
-inline constexpr std::size_t kHideReasons = 10;
-// The label value: "abandoned", "digest", …
-std::string_view label_of(HideReason reason);
-// The reason named by a label value, or false.
-bool reason_from_label(std::string_view label, HideReason& reason);
 
 // One counter per HideReason.
 class CountsByReason {

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/base/hide_reason.hpp"
 #include "core/base/result.hpp"
 #include "core/store/dir_context.hpp"
 #include "core/store/judge.hpp"

@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/base/metrics.hpp"
+#include "core/base/hide_reason.hpp"
 #include "core/manifest/keys.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/profile.hpp"

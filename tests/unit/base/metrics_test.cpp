@@ -110,20 +110,6 @@ TEST(Metrics, HiddenAndQuarantinedKeepTheTotalAndTheReason) {
   EXPECT_EQ(s.quarantined_by[static_cast<std::size_t>(HideReason::foreign)], 0u);
 }
 
-TEST(Metrics, ReasonLabelsRoundTrip) {
-  for (std::size_t i = 0; i < kHideReasons; ++i) {
-    const auto r = static_cast<HideReason>(i);
-    HideReason back{};
-    ASSERT_TRUE(reason_from_label(label_of(r), back)) << label_of(r);
-    EXPECT_EQ(back, r);
-    if (i > 0) {
-      EXPECT_LT(label_of(static_cast<HideReason>(i - 1)), label_of(r));  // label order
-    }
-  }
-  HideReason r{};
-  EXPECT_FALSE(reason_from_label("validator", r));
-}
-
 // "le": an observation equal to a bound belongs to that bucket.
 TEST(Metrics, HistogramBucketsByUpperBound) {
   LatencyHistogram h;
