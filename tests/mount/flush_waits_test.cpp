@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "fs/fuse/writer_tracking.hpp"
 #include "tests/mount/mount_test_util.hpp"
 
 namespace sealfs::test {
@@ -122,7 +123,8 @@ TEST_P(FlushWaits, TheWriterExitsWhileItsChildHoldsTheDescriptor) {
   // the unmount at the end of the test fails with EBUSY.
   const auto child = static_cast<pid_t>(std::atoi(r.out.c_str()));
   ASSERT_GT(child, 0) << r.out;
-  EXPECT_TRUE(eventually([&] { return process_ended(child); })) << "the child " << child << " did not exit";
+  EXPECT_TRUE(eventually([&] { return fuse::process_gone(child); }))
+      << "the child " << child << " did not exit";
 }
 
 // A ptraced writer: every stop of it goes through its tracer (this test).

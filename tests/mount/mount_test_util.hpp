@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <set>
 #include <string>
@@ -47,17 +46,6 @@ inline bool eventually(const std::function<bool()>& pred,
     if (std::chrono::steady_clock::now() > deadline) return pred();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-}
-
-// Whether the process has ended: gone, or a zombie (its descriptors are
-// closed either way). For a test's grandchild, which it cannot wait for.
-inline bool process_ended(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  const auto paren = line.rfind(')');
-  return paren == std::string::npos || line.size() < paren + 3 || line[paren + 2] == 'Z' ||
-         line[paren + 2] == 'X';
 }
 
 // errno of lstat(path), 0 when it exists.
