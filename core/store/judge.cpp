@@ -152,7 +152,7 @@ Result<Judgement> Judge::judge_in_entry(const DirContext& ctx, int dir_fd, std::
   if (policy_.in_progress(j.st)) return shown(std::move(j), ObjectKind::in_progress);
   if (v->manifest && v->manifest->files.count(j.key) != 0)
     return shown(std::move(j), ObjectKind::file_in_entry);
-  return hidden(std::move(j), HideReason::unlisted, "not listed in the entry's manifest");
+  return hidden(std::move(j), HideReason::unlisted, std::string(kUnlistedReason));
 }
 
 // A file outside any directory entry: its sidecar makes it a file entry.
@@ -162,7 +162,7 @@ Result<Judgement> Judge::judge_file_entry(const DirContext& ctx, int dir_fd, std
   if (policy_.in_progress(j.st)) return shown(std::move(j), ObjectKind::in_progress);
   const std::string sidecar = sidecar_name(name);
   if (!stat_at(dir_fd, sidecar))
-    return hidden(std::move(j), HideReason::foreign, "foreign: no manifest covers it");
+    return hidden(std::move(j), HideReason::foreign, std::string(kForeignReason));
   auto where = file_entry_location(dir_fd, name, j.st, ctx.rel);
   auto checked = check_entry(where, depth);
   if (!checked) return checked.error();
@@ -183,12 +183,13 @@ Result<std::shared_ptr<const EntryVerdict>> Judge::check_entry(const EntryLocati
   // Only content can be a hard link's stale record: a size or digest that a
   // seal through another name changed.
   const bool on_content = v->cause == HideReason::size || v->cause == HideReason::digest;
-  if (v->valid || !v->manifest || v->foreign || v->error || v->unknown || v->transient || !on_content)
+  if (v->valid || !v->manifest || v->foreign || v->error || v->unknown || v->transient || !on_content ||
+      links_ == nullptr)
     return v;
   // readdirplus hashes nothing: a name that may only need its record brought
   // up to date is left to the lookup that follows.
   const bool hash = depth != VerifyDepth::stat_only && depth != VerifyDepth::cached_only;
-  auto r = links_.refresh(where, *v->manifest, hash);
+  auto r = links_->refresh(where, *v->manifest, hash);
   if (!r) return r.error();
   switch (*r) {
     case LinkRefresh::none:

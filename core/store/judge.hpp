@@ -36,6 +36,11 @@ enum class Verdict {
   invalid_entry,  // the enclosing entry fails verification: quarantine that
 };
 
+// The reasons a name without a verdict of its own is hidden, said the same
+// way by a lookup's judgement and by fsck, which asks the judge (fsck.cpp).
+inline constexpr std::string_view kUnlistedReason = "not listed in the entry's manifest";
+inline constexpr std::string_view kForeignReason = "foreign: no manifest covers it";
+
 struct Judgement {
   Verdict verdict = Verdict::absent;
   ObjectKind kind = ObjectKind::container;
@@ -61,8 +66,10 @@ struct Judgement {
 
 class Judge {
  public:
-  // All of them must outlive the judge (they live in Store::Impl).
-  Judge(const Profile& profile, EntryVerifier& entries, const Policy& policy, const LinkRecords& links,
+  // All of them must outlive the judge (they live in Store::Impl). links:
+  // null for a judge that writes nothing (fsck without --repair), which
+  // leaves a hard link's stale record as it finds it and says so.
+  Judge(const Profile& profile, EntryVerifier& entries, const Policy& policy, const LinkRecords* links,
         Metrics& metrics)
       : profile_(profile), entries_(entries), policy_(policy), links_(links), metrics_(metrics) {}
 
@@ -113,8 +120,8 @@ class Judge {
   const Profile& profile_;
   EntryVerifier& entries_;
   const Policy& policy_;
-  const LinkRecords& links_;
-  Metrics& metrics_;  // judgements: each call of judge()
+  const LinkRecords* links_;  // null: read-only
+  Metrics& metrics_;          // judgements: each call of judge()
 };
 
 }  // namespace sealfs

@@ -98,7 +98,8 @@ struct FsckReport {
   std::uint64_t entries = 0;  // entries checked
   std::uint64_t valid = 0;
   std::uint64_t invalid = 0;          // entries that fail verification (quarantined with repair)
-  std::uint64_t foreign = 0;          // unsealed regular files outside volatile areas
+  std::uint64_t foreign = 0;          // unsealed regular files outside entries and volatile areas
+  std::uint64_t unlisted = 0;         // files in an entry its manifest does not list
   std::uint64_t quarantined = 0;      // moved to quarantine in this run
   std::uint64_t unchecked = 0;        // could not be checked (a transient error): neither valid nor damaged
   std::vector<std::string> problems;  // "<rel path>: <reason>", one per finding

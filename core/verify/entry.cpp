@@ -271,6 +271,8 @@ std::shared_ptr<const EntryVerdict> EntryVerifier::cached(const EntryLocation& w
 
 std::shared_ptr<const EntryVerdict> EntryVerifier::check(const EntryLocation& where, VerifyDepth depth,
                                                          const ForceHash& force, const Stamp* manifest_now) {
+  if (depth == VerifyDepth::audit)
+    return check(where, VerifyDepth::fresh, ForceHash::every_file(), manifest_now);
   if (depth != VerifyDepth::fresh && !force.any()) {
     Result<Stamp> stamp = manifest_now != nullptr ? Result<Stamp>(*manifest_now)
                                                   : manifest_stamp_at(where.base_fd, where.manifest_name);

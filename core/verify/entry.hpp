@@ -94,6 +94,7 @@ enum class VerifyDepth {
   cached_only,  // readdirplus: a hashed verdict younger than the TTL or whose stamps hold, else unknown
   cached,       // lookup: a hashed verdict younger than the TTL (R9) or whose stamps hold
   fresh,        // re-verify now (stamps re-checked; only changed files are hashed again)
+  audit,        // fsck: re-verify now with every listed file hashed, whatever its stamp
 };
 
 class EntryVerifier {

@@ -17,8 +17,8 @@ int run_fsck(const BackingOptions& options, bool repair, std::ostream& out, std:
   }
   for (const auto& problem : report->problems) out << problem << "\n";
   out << "entries " << report->entries << ", valid " << report->valid << ", invalid " << report->invalid
-      << ", foreign " << report->foreign << ", quarantined " << report->quarantined << ", unchecked "
-      << report->unchecked << "\n";
+      << ", foreign " << report->foreign << ", unlisted " << report->unlisted << ", quarantined "
+      << report->quarantined << ", unchecked " << report->unchecked << "\n";
   if (report->invalid == 0) return report->unchecked == 0 ? 0 : 8;  // 8: could not finish the check
   return repair ? 1 : 4;
 }

@@ -91,6 +91,30 @@ TEST_F(LinksTest, AWriteThroughOneNameIsSeenThroughTheOther) {
   EXPECT_EQ(store().metrics().quarantined.load(), 0u);
 }
 
+// fsck without --repair writes nothing, not even the record a lookup
+// would bring up to date: the stale name is reported (as before the judge
+// did fsck's sorting). --repair brings it up to date, as a lookup would,
+// and quarantines nothing.
+TEST_F(LinksTest, FsckReportsAStaleRecordWithoutWritingAndRepairBringsItUpToDate) {
+  write_through("f", "a\n");
+  link("f", "g");
+  write_through("g", "a\nbb\n");
+  auto looked = store().fsck(false);
+  ASSERT_TRUE(looked.ok()) << looked.error().message;
+  EXPECT_EQ(looked->invalid, 1u);
+  EXPECT_EQ(looked->valid, 1u);
+  EXPECT_EQ(recorded_size("", ".sealfs-manifest.f", "f"), 2u);
+  EXPECT_TRUE(exists_nofollow(inode_record("g")));
+  auto repaired = store().fsck(true);
+  ASSERT_TRUE(repaired.ok()) << repaired.error().message;
+  EXPECT_EQ(repaired->invalid, 0u);
+  EXPECT_EQ(repaired->valid, 2u);
+  EXPECT_EQ(repaired->quarantined, 0u);
+  EXPECT_EQ(recorded_size("", ".sealfs-manifest.f", "f"), 5u);
+  EXPECT_EQ(quarantine_slots(), 0u);
+  EXPECT_EQ(read_visible("f"), "a\nbb\n");
+}
+
 TEST_F(LinksTest, TheRecordsSurviveTheStore) {
   write_through("f", "one");
   link("f", "g");

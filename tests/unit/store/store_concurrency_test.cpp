@@ -39,7 +39,8 @@ TEST_F(StoreTest, ConcurrentFsckCountsEachEntryOnceInWalkOrder) {
   EXPECT_EQ(first->entries, 600u);
   EXPECT_EQ(first->valid, 596u);
   EXPECT_EQ(first->invalid, 4u);
-  EXPECT_EQ(first->foreign, 1u);
+  EXPECT_EQ(first->foreign, 0u);
+  EXPECT_EQ(first->unlisted, 1u);  // c/e7/extra
   EXPECT_EQ(first->problems.size(), 5u);
   auto second = store().fsck(false);
   ASSERT_TRUE(second.ok());

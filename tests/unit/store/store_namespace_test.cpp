@@ -10,8 +10,10 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "core/base/digest.hpp"
@@ -197,28 +199,6 @@ TEST_F(StoreTest, TruncateByPathReseals) {
   ASSERT_TRUE(store().truncate(f->fd.get(), 2).ok());
   EXPECT_EQ(read_visible("c/k/a"), "ab");
   EXPECT_TRUE(visible("c/k"));
-}
-
-TEST_F(StoreTest, FsckReportsAndRepairs) {
-  publish_entry("good", {{"a", "a"}});
-  publish_entry("bad", {{"a", "abc"}});
-  write_file(B("c/bad/a"), "xyz");  // same size, other bytes
-  write_file(B("c/foreign"), "f");
-  auto r = store().fsck(false);
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->entries, 2u);
-  EXPECT_EQ(r->valid, 1u);
-  EXPECT_EQ(r->invalid, 1u);
-  EXPECT_EQ(r->foreign, 1u);
-  EXPECT_EQ(r->quarantined, 0u);
-  EXPECT_TRUE(exists_nofollow(B("c/bad")));
-  auto fixed = store().fsck(true);
-  ASSERT_TRUE(fixed.ok());
-  EXPECT_EQ(fixed->quarantined, 1u);
-  EXPECT_FALSE(exists_nofollow(B("c/bad")));
-  auto again = store().fsck(false);
-  ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again->invalid, 0u);
 }
 
 TEST_F(StoreTest, AdoptSealsForeignFilesAndGivenDirectories) {

@@ -29,17 +29,21 @@ class EntryTest : public EntryDirTest {
   static FileRecord hashed(const std::string& content) {
     return FileRecord{content.size(), sha256_of(content), std::nullopt};
   }
+  // "a" recorded with its digest, "b" by size only (never hashed).
+  void seal_hashed_and_size_only() {
+    put("a", "aaa");
+    put("b", "bb");
+    Manifest m;
+    m.files["a"] = hashed("aaa");
+    m.files["b"] = FileRecord{2, std::nullopt, std::nullopt};
+    seal(m);
+  }
 
   EntryVerifier entries_{verifier_, std::chrono::hours(1)};
 };
 
 TEST_F(EntryTest, ValidEntryVerifiesAndIsCached) {
-  put("a", "aaa");
-  put("b", "bb");
-  Manifest m;
-  m.files["a"] = hashed("aaa");
-  m.files["b"] = FileRecord{2, std::nullopt, std::nullopt};
-  seal(m);
+  seal_hashed_and_size_only();
   auto v = entries_.check(where(), VerifyDepth::cached);
   EXPECT_TRUE(v->valid) << v->reason;
   EXPECT_EQ(v->file_stamps.size(), 2u);
@@ -47,6 +51,19 @@ TEST_F(EntryTest, ValidEntryVerifiesAndIsCached) {
   auto again = entries_.check(where(), VerifyDepth::cached);
   EXPECT_EQ(again.get(), v.get());  // within the TTL: the same verdict
   EXPECT_EQ(entries_.cached(where()).get(), v.get());
+}
+
+// fsck's depth: verified now with every hashed file hashed again, past the
+// verdict within its TTL and the digests the stamps would vouch for.
+TEST_F(EntryTest, AuditHashesEveryFileWhatTheCachesHold) {
+  seal_hashed_and_size_only();
+  auto first = entries_.check(where(), VerifyDepth::cached);
+  ASSERT_TRUE(first->valid) << first->reason;
+  const auto hashed_before = metrics_.files_hashed.load();
+  auto audited = entries_.check(where(), VerifyDepth::audit);
+  EXPECT_TRUE(audited->valid) << audited->reason;
+  EXPECT_NE(audited.get(), first.get());
+  EXPECT_EQ(metrics_.files_hashed.load(), hashed_before + 1);  // "a"; size-only "b" is never hashed
 }
 
 TEST_F(EntryTest, ManifestChangeInvalidatesTheCachedVerdict) {
