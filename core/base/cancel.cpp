@@ -30,4 +30,6 @@ bool cancel_requested() noexcept {
 
 void request_shutdown() noexcept { g_shutdown.store(true, std::memory_order_relaxed); }
 
+bool shutdown_requested() noexcept { return g_shutdown.load(std::memory_order_relaxed); }
+
 }  // namespace sealfs

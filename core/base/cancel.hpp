@@ -29,5 +29,7 @@ bool cancel_requested() noexcept;
 // Process-wide and for good: every cancel_requested() answers true from now
 // on. Async-signal-safe (a SIGTERM handler calls it).
 void request_shutdown() noexcept;
+// Whether request_shutdown() was called (a stop signal came).
+bool shutdown_requested() noexcept;
 
 }  // namespace sealfs

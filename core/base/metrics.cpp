@@ -28,6 +28,7 @@ constexpr std::pair<std::string_view, Field> kScalars[] = {
     {"lookups", &MetricsSnapshot::lookups},
     {"misses", &MetricsSnapshot::misses},
     {"open_handles", &MetricsSnapshot::open_handles},
+    {"parked_handles", &MetricsSnapshot::parked_handles},
     {"passthrough_opens", &MetricsSnapshot::passthrough_opens},
     {"publishes", &MetricsSnapshot::publishes},
     {"quarantined", &MetricsSnapshot::quarantined},
@@ -160,6 +161,7 @@ MetricsSnapshot Metrics::snapshot(const Gauges& gauges) const {
   s.unseen_writes_refused = unseen_writes_refused.load(std::memory_order_relaxed);
   s.in_progress = gauges.in_progress;
   s.open_handles = gauges.open_handles;
+  s.parked_handles = gauges.parked_handles;
   s.inodes = gauges.inodes;
   s.inode_bound = gauges.inode_bound;
   s.descriptors = gauges.descriptors;

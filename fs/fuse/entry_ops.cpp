@@ -12,6 +12,7 @@
 #include "fs/fuse/file_handles.hpp"
 #include "fs/fuse/handlers.hpp"
 #include "fs/fuse/page_push.hpp"
+#include "fs/fuse/parked_handles.hpp"
 #include "fs/fuse/request.hpp"
 
 namespace sealfs::fuse {
@@ -149,6 +150,10 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
     HandleInUse held;
     if (fi != nullptr && fi->fh != 0) {
       held.handle = fs.files.get(fi->fh);
+      // A handle already finished changes nothing: the change goes by name.
+      if (held.handle)
+        if (Status s = hold_descriptor(fs, *held.handle, held.descriptor); !s && s.code() != EBADF)
+          return reply_error(req, s.error());
     } else if (fi != nullptr && (to_set & FUSE_SET_ATTR_SIZE) != 0) {
       held = handle_to_change(req, ino, fi);
       if (!held) return;
@@ -227,6 +232,9 @@ void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     const auto dfd = dir->path_fd();
     const WriterTracking::Key removed = key_of(*fs.store, dfd->get(), name);
     settle_seals(fs, {removed});
+    // Its parked handles hold a descriptor again: the object outlives the name.
+    auto unparked = unpark_object(fs, removed.first, removed.second);
+    if (!unparked) return reply_error(req, unparked.error());
     auto gate = fs.writers.hold({removed});
     fuse_reply_err(req, fs.store->unlink(dfd->get(), name).code());
   });
@@ -255,6 +263,8 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
     const WriterTracking::Key moved = key_of(*fs.store, sfd->get(), name);
     const WriterTracking::Key swapped = key_of(*fs.store, dfd->get(), newname);
     settle_seals(fs, {moved, swapped});
+    auto unparked = unpark_object(fs, swapped.first, swapped.second);  // as for unlink
+    if (!unparked) return reply_error(req, unparked.error());
     auto gate = fs.writers.hold({moved, swapped});
     const Status renamed = fs.store->rename(sfd->get(), name, dfd->get(), newname, flags);
     if (renamed) {

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 
 #include "fs/fuse/fd_bufvec.hpp"
+#include "fs/fuse/parked_handles.hpp"
 #include "fs/fuse/request.hpp"
 
 namespace sealfs::fuse {
@@ -76,13 +78,28 @@ void drop_writer(Filesystem& fs, FileHandle& handle) {
   if (handle.tracked) fs.writers.cancelled(handle.inode->dev, handle.inode->ino);
 }
 
-HandleInUse hold_writer(std::shared_ptr<ImplicitHandles::Writer> writer) {
+// Empty when the writer ended meanwhile, or when its parked descriptor
+// cannot be opened again (status says why).
+HandleInUse hold_writer(Filesystem& fs, std::shared_ptr<ImplicitHandles::Writer> writer, Status& status) {
   HandleInUse held;
   held.in_use = std::shared_lock(writer->in_use);
   if (writer->ended) return {};
+  status = hold_descriptor(fs, *writer->handle, held.descriptor);
+  if (!status) return {};
   held.handle = writer->handle;
   held.writer = std::move(writer);
   return held;
+}
+
+// fi's own handle, its descriptor held; replies and returns empty on failure.
+HandleInUse own_handle(fuse_req_t req, Filesystem& fs, const fuse_file_info* fi) {
+  HandleInUse own{file_or_reply(req, fi), nullptr, {}, {}};
+  if (!own) return {};
+  if (Status s = hold_descriptor(fs, *own.handle, own.descriptor); !s) {
+    fuse_reply_err(req, s.code());
+    return {};
+  }
+  return own;
 }
 
 }  // namespace
@@ -106,7 +123,11 @@ Result<std::shared_ptr<FileHandle>> implicit_reader(Filesystem& fs, const InodeR
   // A reader is kept only for a file no one writes (its stamp is then
   // checked at every READ) on a connection without OPEN; near the
   // descriptor limit, or while the file is in progress, one is made for
-  // this use only.
+  // this use only. Each READ that reaches the daemon opens the inode's
+  // O_PATH fd again if it was detached: a reader holding thousands of files
+  // open would run the table out (EMFILE at its READ) faster than the
+  // evictor's sweeps detach them, so near the limit it waits for room.
+  if (fs.descriptors_low()) (void)fs.make_room();
   const bool keep = (fs.no_open || fs.shared_read_opens) && !fs.descriptors_low() &&
                     !fs.writers.in_progress(inode->dev, inode->ino);
   return keep ? fs.implicit.reader(inode->id, [&] { return make_reader(fs, inode); })
@@ -149,12 +170,13 @@ bool keep_as_reader(Filesystem& fs, const InodeRef& inode, const std::shared_ptr
 
 HandleInUse implicit_writer_of(Filesystem& fs, fuse_ino_t ino) {
   auto writer = fs.implicit.writer(ino);
-  return writer ? hold_writer(std::move(writer)) : HandleInUse{};
+  Status status;
+  return writer ? hold_writer(fs, std::move(writer), status) : HandleInUse{};
 }
 
 HandleInUse handle_to_read(fuse_req_t req, fuse_ino_t ino, const fuse_file_info* fi) {
   Filesystem& fs = fs_of(req);
-  if (fi != nullptr && fi->fh != 0) return HandleInUse{file_or_reply(req, fi), nullptr, {}};
+  if (fi != nullptr && fi->fh != 0) return own_handle(req, fs, fi);
   // In progress: the writer's own descriptor, when it can read (a file
   // created O_WRONLY cannot); no stamp to check.
   if (auto held = implicit_writer_of(fs, ino); held && readable(held->fd.get())) return held;
@@ -165,13 +187,13 @@ HandleInUse handle_to_read(fuse_req_t req, fuse_ino_t ino, const fuse_file_info*
     fuse_reply_err(req, read_errno(reader.error()));
     return {};
   }
-  return HandleInUse{std::move(*reader), nullptr, {}};
+  return HandleInUse{std::move(*reader), nullptr, {}, {}};
 }
 
 HandleInUse handle_to_change(fuse_req_t req, fuse_ino_t ino, const fuse_file_info* fi) {
   Filesystem& fs = fs_of(req);
   if (fi != nullptr && fi->fh != 0) {
-    HandleInUse own{file_or_reply(req, fi), nullptr, {}};
+    HandleInUse own = own_handle(req, fs, fi);
     if (own && own->inode) own->inode->changed_here();
     return own;
   }
@@ -200,10 +222,15 @@ HandleInUse handle_to_change(fuse_req_t req, fuse_ino_t ino, const fuse_file_inf
       fuse_reply_err(req, writer.code() == ENOENT ? ESTALE : writer.code());
       return {};
     }
-    if (auto held = hold_writer(std::move(*writer))) {
+    Status status;
+    if (auto held = hold_writer(fs, std::move(*writer), status)) {
       held->changed = true;
       inode->changed_here();
       return held;
+    }
+    if (!status) {
+      fuse_reply_err(req, status.code());
+      return {};
     }
   }
   fuse_reply_err(req, EAGAIN);
@@ -358,7 +385,11 @@ bool seal_later(Filesystem& fs, FileHandle& handle, const std::shared_ptr<const 
 }  // namespace
 
 void finish_handle(Filesystem& fs, FileHandle& handle) {
-  handle.fd.reset();
+  {
+    std::unique_lock lock(handle.park_mu);
+    handle.fd.reset();
+    if (std::exchange(handle.parked, false)) fs.parked_handles.fetch_sub(1, std::memory_order_relaxed);
+  }
   if (handle.awaiting_release.exchange(false)) fs.closed_unreleased.fetch_sub(1, std::memory_order_relaxed);
   if (!handle.tracked) return;
   const InodeRef& inode = handle.inode;
@@ -366,10 +397,19 @@ void finish_handle(Filesystem& fs, FileHandle& handle) {
                       handle.closed_normally.load()};
   const auto last = fs.writers.released(inode->dev, inode->ino, end);
   if (!last) return;
-  const auto pfd = handle.opened_as ? handle.opened_as : inode->path_fd();
-  const auto seen = handle.opened_as ? handle.opened_at : inode->last_seen();
+  const auto [pfd, seen] = name_opened_as(handle);
   if (*last == LastClose::seal && seal_later(fs, handle, pfd, seen)) return;
   end_last_close(fs, inode, pfd, seen, *last, 0);
+}
+
+std::size_t release_closed_handles(Filesystem& fs) {
+  std::size_t finished = 0;
+  for (const auto& handle : fs.files.take_all()) {
+    if (!handle || handle->passthrough || !handle->flushed.load()) continue;
+    finish_handle(fs, *handle);
+    ++finished;
+  }
+  return finished;
 }
 
 // R2: a READ that reaches the daemon (a page the kernel does not hold) serves

@@ -17,12 +17,14 @@
 namespace sealfs::fuse {
 
 // A handle held for the duration of one request. An implicit writer's is
-// held shared, so that its end (the seal) waits for the request.
-// Members in this order: the lock is let go before the writer it belongs to.
+// held shared, so that its end (the seal) waits for the request; so is the
+// handle's descriptor (descriptor: park_mu shared, parked_handles.hpp).
+// Members in this order: each lock is let go before what it belongs to.
 struct HandleInUse {
   std::shared_ptr<FileHandle> handle;
   std::shared_ptr<ImplicitHandles::Writer> writer;
   std::shared_lock<std::shared_mutex> in_use;
+  std::shared_lock<std::shared_mutex> descriptor;
   explicit operator bool() const { return handle != nullptr; }
   FileHandle* operator->() const { return handle.get(); }
 };
@@ -79,6 +81,13 @@ void settle_seals(Filesystem& fs, const std::vector<WriterTracking::Key>& keys);
 // The end of a file handle: close it and, when it was the last write handle
 // of its file, seal it or abandon it (R4) while holding the file's gate.
 void finish_handle(Filesystem& fs, FileHandle& handle);
+// The session's end (after its loop, before the seal thread stops): the
+// kernel drops the RELEASEs it had not sent yet when the connection goes (an
+// unmount right after many closes leaves hundreds queued), so every handle
+// whose file was closed (FLUSH came) is finished here, as its RELEASE would
+// have finished it: the file is sealed as at any last close. Handles never
+// closed are dropped as they are. Returns how many were finished.
+std::size_t release_closed_handles(Filesystem& fs);
 
 // A read handle of inode opened after the store judged it, with the stamp
 // it was verified at (sealed_read, verified): kept for later READs with fh 0

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <thread>
 
+#include "fs/fuse/parked_handles.hpp"
+
 namespace sealfs::fuse {
 
 void Filesystem::attach_hooks(StoreOptions& options) {
@@ -44,6 +46,7 @@ void Filesystem::attach_hooks(StoreOptions& options) {
     Gauges g;
     g.in_progress = writers.in_progress_count();
     g.open_handles = files.size() + dirs.size() + implicit.size();
+    g.parked_handles = parked_handles.load(std::memory_order_relaxed);
     g.inodes = inodes.size();
     g.inode_bound = evictor.bound();
     g.descriptors = open_descriptors();
@@ -106,13 +109,20 @@ bool Filesystem::make_room() {
   implicit.shed_readers(evictor.bound() / 4);
   evictor.detach_cold();
   if (!descriptors_low()) return true;
+  // A writer holding more files open than the table has room for: its
+  // idle handles give their descriptors back (parked_handles.hpp).
+  (void)park_idle_writers(*this);
+  if (!descriptors_low()) return true;
   evictor.wake();
   const auto deadline = std::chrono::steady_clock::now() + kWait;
   std::uint64_t fewest = descriptors_used();
   for (int idle = 0; idle < kPollsWithoutProgress && std::chrono::steady_clock::now() < deadline; ++idle) {
     std::this_thread::sleep_for(kPoll);
     if (!descriptors_low()) return true;
-    if (idle % kPollsPerDetach == 0) evictor.detach_cold();
+    if (idle % kPollsPerDetach == 0) {
+      evictor.detach_cold();
+      (void)park_idle_writers(*this);
+    }
     evictor.wake();
     if (const std::uint64_t now = descriptors_used(); now < fewest) {
       fewest = now;

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,6 +72,13 @@ struct FileHandle {
   // The handle an inode's passthrough opens share (passthrough.hpp): their
   // RELEASE ends a passthrough open, and never closes it.
   bool passthrough = false;
+  // Issue 24 (parked_handles.hpp): a handle no request uses closes fd and
+  // opened_as while the daemon's descriptors run out, and opens them again
+  // at its next use. Requests hold park_mu shared while they use fd;
+  // parking and the handle's end hold it unique.
+  std::shared_mutex park_mu;
+  bool parked = false;   // under park_mu
+  int parked_flags = 0;  // fd's open flags, to open it again with; under park_mu
 };
 
 struct DirHandle {
@@ -191,6 +199,12 @@ struct Filesystem {
   // stressor: thousands a second) outruns them. A CREATE waits, at most
   // kBacklogWait, while more than half the inode bound of them wait.
   std::atomic<std::uint64_t> closed_unreleased{0};
+  // Handles parked now (parked_handles.hpp): while there are any, a
+  // name removed or replaced through the mount opens its object's first.
+  std::atomic<std::uint64_t> parked_handles{0};
+  // Held shared while a name is removed or replaced through the mount, and
+  // unique while handles are parked: never one while the other.
+  std::shared_mutex parking_mu;
 
  private:
   void log_descriptors_low() const;

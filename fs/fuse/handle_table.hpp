@@ -10,6 +10,7 @@
 #include <thread>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #if defined(__SANITIZE_THREAD__)
 #define SEALFS_TSAN 1
@@ -75,9 +76,28 @@ class HandleTable {
 #endif
     return handle;
   }
+  // Removes and returns every handle (the session's end: no request is
+  // left to use one).
+  std::vector<std::shared_ptr<T>> take_all() {
+    std::lock_guard lock(mu_);
+    std::vector<std::shared_ptr<T>> out;
+    out.reserve(handles_.size());
+    for (auto& [id, handle] : handles_) out.push_back(std::move(handle));
+    handles_.clear();
+    return out;
+  }
   std::size_t size() const {
     std::lock_guard lock(mu_);
     return handles_.size();
+  }
+  // Every handle open now (parked_handles.hpp: a scan near the descriptor
+  // limit, never on a request's usual path).
+  std::vector<std::shared_ptr<T>> all() const {
+    std::lock_guard lock(mu_);
+    std::vector<std::shared_ptr<T>> out;
+    out.reserve(handles_.size());
+    for (const auto& [id, handle] : handles_) out.push_back(handle);
+    return out;
   }
 
  private:

@@ -173,4 +173,13 @@ std::size_t ImplicitHandles::size() const {
   return writers_.size() + readers_.size();
 }
 
+std::vector<std::shared_ptr<FileHandle>> ImplicitHandles::writer_handles() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<FileHandle>> out;
+  out.reserve(writers_.size());
+  for (const auto& [ino, slot] : writers_)
+    if (slot.writer && slot.writer->handle) out.push_back(slot.writer->handle);
+  return out;
+}
+
 }  // namespace sealfs::fuse

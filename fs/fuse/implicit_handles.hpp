@@ -26,6 +26,7 @@
 #include <shared_mutex>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "core/base/result.hpp"
 
@@ -92,6 +93,8 @@ class ImplicitHandles {
 
   // Descriptors held (for the daemon's headroom check).
   std::size_t size() const;
+  // The handles of the writers in the table now (parked_handles.hpp).
+  std::vector<std::shared_ptr<FileHandle>> writer_handles() const;
 
   static constexpr std::size_t kMaxReaders = 1024;
   // Fewer for a daemon with few descriptors (issue 24: the inode bound).

@@ -79,8 +79,10 @@ InodeRef inode_or_reply(fuse_req_t req, fuse_ino_t ino) {
 }
 
 std::shared_ptr<FileHandle> file_or_reply(fuse_req_t req, const fuse_file_info* fi) {
+  // Its descriptor is checked where it is used (hold_descriptor): a parked
+  // handle holds none until then.
   auto handle = fi ? fs_of(req).files.get(fi->fh) : nullptr;
-  if (!handle || !handle->fd) fuse_reply_err(req, EBADF);
+  if (!handle) fuse_reply_err(req, EBADF);
   return handle;
 }
 

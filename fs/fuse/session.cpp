@@ -418,14 +418,30 @@ int run_mount(const MountConfig& options, std::ostream& err) {
   if (!rc) return 1;
   // Unmounted first (serve's MountGuard): a notification waiting on a
   // directory lock in the kernel then ends at once instead of holding up the
-  // exit. The session must outlive the notifications in flight. The seals
-  // still waiting run first: a file closed normally is sealed before exit.
+  // exit. The session must outlive the notifications in flight. With no
+  // kernel left to tell, nothing is sent from here on (each failed write
+  // would only log). The seals still waiting run before exit.
+  fs.invalidator.stop();
+  fs.pusher.stop();
+  fs.evictor.stop();  // make_room still detaches cold inodes (InodeEvictor::detach_cold)
+  // When the kernel ended the connection, every file had been closed (an
+  // unmount, even a lazy one, ends it only once no file is open; fusectl's
+  // abort is the exception) but the RELEASEs still queued were dropped: the
+  // files closed are sealed here. After a stop signal a file may still be
+  // open in some process (a shell's redirection closes its own copy first),
+  // and sealing it would seal a file still being written: it stays in
+  // progress, so foreign at the next mount.
+  if (!shutdown_requested())
+    if (const std::size_t released = release_closed_handles(fs); released > 0)
+      syslog(LOG_INFO,
+             "sealfs: %zu files closed before the unmount, whose RELEASE the kernel dropped, sealed at exit",
+             released);
   fs.deferred.stop();
   fs.reaper.stop();
-  fs.pusher.stop();
-  fs.evictor.stop();
-  fs.invalidator.stop();
-  if (*rc < 0) {
+  // ECONNABORTED: the kernel ended the connection with requests still
+  // queued (an unmount right after a burst of closes, or fusectl's abort):
+  // the mount is gone as after any unmount, and what was closed is sealed.
+  if (*rc < 0 && *rc != -ECONNABORTED) {
     err << "sealfs: session loop failed: " << errno_text(-*rc) << "\n";
     syslog(LOG_ERR, "sealfs: session loop failed: %s", errno_text(-*rc).c_str());
     return 1;

@@ -59,6 +59,7 @@ EXPECTED_TYPES = {
     "sealfs_pushed_bytes": "counter",
     "sealfs_in_progress_files": "gauge",
     "sealfs_open_handles": "gauge",
+    "sealfs_parked_handles": "gauge",
     "sealfs_inodes": "gauge",
     "sealfs_inode_bound": "gauge",
     "sealfs_descriptors": "gauge",

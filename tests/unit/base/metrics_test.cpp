@@ -28,7 +28,7 @@ TEST(Metrics, ZeroJsonListsEveryCounterSorted) {
                   "\"hidden_by_reason\":") +
           kZeroByReason +
           ",\"hits\":0,\"in_progress\":0,\"inode_bound\":0,\"inodes\":0,\"judgements\":0,\"lookups\":0,"
-          "\"misses\":0,\"open_handles\":0,\"passthrough_opens\":0,"
+          "\"misses\":0,\"open_handles\":0,\"parked_handles\":0,\"passthrough_opens\":0,"
           "\"publish_seconds\":{\"bounds_us\":[500,1000,2500,5000,10000,25000,50000,100000,250000,500000,"
           "1000000,2500000,5000000,10000000],\"counts\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"sum_ns\":0},"
           "\"publishes\":0,\"quarantined\":0,\"quarantined_by_reason\":" +
