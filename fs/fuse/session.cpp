@@ -64,11 +64,77 @@ struct FuseArgs {
   bool add(const std::string& arg) { return fuse_opt_add_arg(&args, arg.c_str()) == 0; }
 };
 
+// SIGTERM, SIGINT, SIGHUP: libfuse's handlers end the session loop, which
+// then waits for the requests in flight. A hash of a huge or slow file would
+// hold that up for minutes, so the hashes are cancelled first (R2: no entry,
+// however large, may hold up the daemon; `sealfs-mountctl clear-stale`
+// remains for a daemon killed with SIGKILL).
+constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP};
+struct sigaction g_libfuse_handlers[std::size(kStopSignals)];
+
+// While libfuse mounts or unmounts, a stop signal is held back: as root it
+// forks `/bin/mount -f` right after the kernel mount appears (the mtab
+// update) and treats an EINTR from its waitpid as a failed mount, which it
+// undoes, so a SIGTERM sent as soon as the mount showed made the daemon exit 1
+// ("cannot mount"); the unmount forks `/bin/umount` the same way. The
+// handlers then run with SA_RESTART and only note the signal; after a mount
+// it ends the session loop.
+volatile std::sig_atomic_t g_holding_stop_signals = 0;
+volatile std::sig_atomic_t g_held_stop_signal = 0;
+
+void chain_to_libfuse(int sig) {
+  for (std::size_t i = 0; i < std::size(kStopSignals); ++i) {
+    const auto& chained = g_libfuse_handlers[i];
+    if (kStopSignals[i] == sig && chained.sa_handler != SIG_DFL && chained.sa_handler != SIG_IGN)
+      chained.sa_handler(sig);
+  }
+}
+
+void on_stop_signal(int sig) {
+  request_shutdown();
+  if (g_holding_stop_signals != 0) {
+    g_held_stop_signal = sig;
+    return;
+  }
+  chain_to_libfuse(sig);
+}
+
+// Wraps each of libfuse's handlers (the first call, after
+// fuse_set_signal_handlers, saves them); flags SA_RESTART while mounting.
+bool install_stop_handlers(int flags, bool save_libfuse_handlers) {
+  for (std::size_t i = 0; i < std::size(kStopSignals); ++i) {
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = flags;
+    sigemptyset(&sa.sa_mask);
+    if (::sigaction(kStopSignals[i], &sa, save_libfuse_handlers ? &g_libfuse_handlers[i] : nullptr) != 0)
+      return false;
+  }
+  return true;
+}
+
+// fuse_session_mount with stop signals held back (see g_holding_stop_signals); a signal
+// that came meanwhile ends the session loop before it serves anything.
+bool mount_holding_stop_signals(fuse_session* se, const std::string& mountpoint) {
+  g_holding_stop_signals = 1;
+  const bool mounted =
+      install_stop_handlers(SA_RESTART, true) && fuse_session_mount(se, mountpoint.c_str()) == 0;
+  g_holding_stop_signals = 0;
+  if (mounted && !install_stop_handlers(0, false)) {
+    fuse_session_unmount(se);
+    return false;
+  }
+  if (const int held = g_held_stop_signal; held != 0) chain_to_libfuse(held);
+  return mounted;
+}
+
 // Mounted while alive; unmounts (and stops taking signals) on every way out.
 class MountGuard {
  public:
   explicit MountGuard(fuse_session* se) : se_(se) {}
   ~MountGuard() {
+    g_holding_stop_signals = 1;  // see g_holding_stop_signals; the session loop has ended already
+    install_stop_handlers(SA_RESTART, false);
     fuse_session_unmount(se_);
     fuse_remove_signal_handlers(se_);
   }
@@ -99,34 +165,6 @@ void raise_fd_limit() {
          "forget the least used past that)",
          static_cast<unsigned long long>(limit),
          static_cast<unsigned long long>(InodeEvictor::bound_for(limit)));
-}
-
-// SIGTERM, SIGINT, SIGHUP: libfuse's handlers end the session loop, which
-// then waits for the requests in flight. A hash of a huge or slow file would
-// hold that up for minutes, so the hashes are cancelled first (R2: no entry,
-// however large, may hold up the daemon; `sealfs-mountctl clear-stale`
-// remains for a daemon killed with SIGKILL).
-constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP};
-struct sigaction g_libfuse_handlers[std::size(kStopSignals)];
-
-void on_stop_signal(int sig) {
-  request_shutdown();
-  for (std::size_t i = 0; i < std::size(kStopSignals); ++i) {
-    const auto& chained = g_libfuse_handlers[i];
-    if (kStopSignals[i] == sig && chained.sa_handler != SIG_DFL && chained.sa_handler != SIG_IGN)
-      chained.sa_handler(sig);
-  }
-}
-
-// After fuse_set_signal_handlers: wraps each of its handlers.
-bool cancel_hashes_on_stop_signals() {
-  for (std::size_t i = 0; i < std::size(kStopSignals); ++i) {
-    struct sigaction sa {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    if (::sigaction(kStopSignals[i], &sa, &g_libfuse_handlers[i]) != 0) return false;
-  }
-  return true;
 }
 
 #ifdef SEALFS_FAULT_INJECTION
@@ -319,11 +357,11 @@ SessionPtr mount_session(Filesystem& fs, const MountConfig& options, std::ostrea
     err << "sealfs: cannot start a FUSE session with options " << options.fuse_options << "\n";
     return nullptr;
   }
-  if (fuse_set_signal_handlers(se.get()) != 0 || !cancel_hashes_on_stop_signals()) {
+  if (fuse_set_signal_handlers(se.get()) != 0) {
     err << "sealfs: cannot install signal handlers\n";
     return nullptr;
   }
-  if (fuse_session_mount(se.get(), options.mountpoint.c_str()) != 0) {
+  if (!mount_holding_stop_signals(se.get(), options.mountpoint)) {
     fuse_remove_signal_handlers(se.get());
     err << "sealfs: cannot mount on " << options.mountpoint << "\n";
     return nullptr;

@@ -5,6 +5,7 @@
 #include <sys/xattr.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "tests/mount/mount_test_util.hpp"
 
@@ -51,6 +52,22 @@ TEST(MountLifecycle, SigtermUnmountsAndExitsZero) {
   EXPECT_TRUE(eventually([&] { return !is_fuse_mount(mount.mountpoint()); }))
       << "still mounted after SIGTERM";
   EXPECT_EQ(mount.unmount(), 0) << mount.log();
+}
+
+// The signal comes the moment the mount shows, while libfuse (as root) still
+// waits for its `/bin/mount -f` (the mtab update): an EINTR there made it undo
+// the mount, and the daemon exited 1 ("cannot mount"). Now the signal is held
+// until the mount is complete, and the daemon unmounts and exits 0.
+TEST(MountLifecycle, AStopSignalTheMomentTheMountShowsUnmountsAndExitsZero) {
+  SEALFS_REQUIRE_FUSE();
+  constexpr int kTries = 25;
+  for (int i = 0; i < kTries; ++i) {
+    Mount mount;
+    ASSERT_TRUE(mount.ok()) << mount.error();
+    ASSERT_EQ(::kill(mount.daemon_pid(), i % 2 == 0 ? SIGTERM : SIGINT), 0);
+    ASSERT_EQ(mount.wait_for_exit(std::chrono::seconds(10)), 0) << "try " << i << ": " << mount.log();
+    EXPECT_FALSE(is_fuse_mount(mount.mountpoint())) << "try " << i;
+  }
 }
 
 TEST(MountLifecycle, DaemonizesWithoutForegroundFlag) {
