@@ -82,6 +82,7 @@ struct FsckWalk {
     if (j.kind == ObjectKind::entry_root || j.kind == ObjectKind::sealed_file) {
       entry_counted();
       ++report.valid;
+      if (!j.reason.empty()) problem(c.rel, j.reason);  // valid, with a stale hard-link record
     }
     const bool directory = j.kind == ObjectKind::entry_root || j.kind == ObjectKind::container ||
                            j.kind == ObjectKind::dir_in_entry;
@@ -213,8 +214,9 @@ Result<FsckReport> Store::fsck(bool repair, OfflineProgress* progress) {
     tally.planned(plan.total);
   }
   // Without repair nothing is written, not even a hard link's stale record
-  // (which a lookup, or fsck --repair, brings up to date): it is reported.
-  const Judge read_only(s.profile, s.entries, s.policy, nullptr, s.metrics);
+  // (which a lookup, or fsck --repair, brings up to date): the entry is
+  // valid, as a lookup shows it, with a note that the record is stale.
+  const Judge read_only(s.profile, s.entries, s.policy, s.links, s.metrics, false);
   FsckWalk walker{s, repair ? s.judge : read_only, repair, report, tally};
   if (!repair) walker.workers = std::clamp(std::thread::hardware_concurrency(), 1U, 8U);
   walker.walk(s.root_fd.get(), 0);

@@ -122,7 +122,10 @@ Result<Judgement> Judge::judge_dir(const DirContext& ctx, int dir_fd, std::strin
   const auto& v = *checked;
   if (v->unknown) return make_error(EAGAIN, std::string(name) + ": not verified yet");
   if (v->error) return make_error(v->error, std::string(name) + ": " + v->reason);
-  if (v->valid) return shown(std::move(j), ObjectKind::entry_root);
+  if (v->valid) {
+    j.reason = v->reason;  // a note, if any (kStaleLinkRecordReason)
+    return shown(std::move(j), ObjectKind::entry_root);
+  }
   return condemned(std::move(j), Verdict::invalid_self, *v);
 }
 
@@ -170,7 +173,10 @@ Result<Judgement> Judge::judge_file_entry(const DirContext& ctx, int dir_fd, std
   if (v->unknown) return make_error(EAGAIN, std::string(name) + ": not verified yet");
   note_manifest(j, std::move(where), std::string(name), *v);
   j.companions.push_back(sidecar);
-  if (v->valid) return shown(std::move(j), ObjectKind::sealed_file);
+  if (v->valid) {
+    j.reason = v->reason;  // a note, if any (kStaleLinkRecordReason)
+    return shown(std::move(j), ObjectKind::sealed_file);
+  }
   if (v->error) return make_error(v->error, std::string(name) + ": " + v->reason);
   return condemned(std::move(j), Verdict::invalid_self, *v);
 }
@@ -183,13 +189,12 @@ Result<std::shared_ptr<const EntryVerdict>> Judge::check_entry(const EntryLocati
   // Only content can be a hard link's stale record: a size or digest that a
   // seal through another name changed.
   const bool on_content = v->cause == HideReason::size || v->cause == HideReason::digest;
-  if (v->valid || !v->manifest || v->foreign || v->error || v->unknown || v->transient || !on_content ||
-      links_ == nullptr)
+  if (v->valid || !v->manifest || v->foreign || v->error || v->unknown || v->transient || !on_content)
     return v;
   // readdirplus hashes nothing: a name that may only need its record brought
   // up to date is left to the lookup that follows.
   const bool hash = depth != VerifyDepth::stat_only && depth != VerifyDepth::cached_only;
-  auto r = links_->refresh(where, *v->manifest, hash);
+  auto r = links_.refresh(where, *v->manifest, hash, write_links_);
   if (!r) return r.error();
   switch (*r) {
     case LinkRefresh::none:
@@ -204,6 +209,13 @@ Result<std::shared_ptr<const EntryVerdict>> Judge::check_entry(const EntryLocati
         shown->valid = true;
         shown->reason.clear();
       }
+      if (provisional != nullptr) *provisional = true;
+      return std::shared_ptr<const EntryVerdict>(std::move(shown));
+    }
+    case LinkRefresh::would_refresh: {
+      auto shown = std::make_shared<EntryVerdict>(*v);
+      shown->valid = true;
+      shown->reason = std::string(kStaleLinkRecordReason);
       if (provisional != nullptr) *provisional = true;
       return std::shared_ptr<const EntryVerdict>(std::move(shown));
     }

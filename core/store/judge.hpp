@@ -40,12 +40,15 @@ enum class Verdict {
 // way by a lookup's judgement and by fsck, which asks the judge (fsck.cpp).
 inline constexpr std::string_view kUnlistedReason = "not listed in the entry's manifest";
 inline constexpr std::string_view kForeignReason = "foreign: no manifest covers it";
+// A valid entry whose hard link's record a read-only judge left stale.
+inline constexpr std::string_view kStaleLinkRecordReason =
+    "valid; a hard link's record is out of date (a lookup or fsck --repair brings it up to date)";
 
 struct Judgement {
   Verdict verdict = Verdict::absent;
   ObjectKind kind = ObjectKind::container;
   struct stat st {};
-  std::string reason;                      // for hidden/invalid
+  std::string reason;                      // for hidden/invalid; a visible entry's note, if any
   HideReason cause = HideReason::foreign;  // the same, as a counter's label
   std::vector<std::string> companions;     // a file entry's sidecar, moved with it
   bool transient = false;                  // invalid only because it changed while judged: judge again
@@ -66,12 +69,19 @@ struct Judgement {
 
 class Judge {
  public:
-  // All of them must outlive the judge (they live in Store::Impl). links:
-  // null for a judge that writes nothing (fsck without --repair), which
-  // leaves a hard link's stale record as it finds it and says so.
-  Judge(const Profile& profile, EntryVerifier& entries, const Policy& policy, const LinkRecords* links,
-        Metrics& metrics)
-      : profile_(profile), entries_(entries), policy_(policy), links_(links), metrics_(metrics) {}
+  // All of them must outlive the judge (they live in Store::Impl).
+  // write_links false: a judge that writes nothing (fsck without --repair).
+  // It leaves a hard link's stale record as it finds it; an entry that
+  // verifies with the record brought up to date is valid, and its verdict's
+  // reason says the record is stale (kStaleLinkRecordReason).
+  Judge(const Profile& profile, EntryVerifier& entries, const Policy& policy, const LinkRecords& links,
+        Metrics& metrics, bool write_links = true)
+      : profile_(profile),
+        entries_(entries),
+        policy_(policy),
+        links_(links),
+        metrics_(metrics),
+        write_links_(write_links) {}
 
   // The verdict on ctx's directory dir_fd / name, verifying as deep as depth
   // allows (EAGAIN when cached_only finds no fresh verdict). Errors that are
@@ -120,8 +130,9 @@ class Judge {
   const Profile& profile_;
   EntryVerifier& entries_;
   const Policy& policy_;
-  const LinkRecords* links_;  // null: read-only
-  Metrics& metrics_;          // judgements: each call of judge()
+  const LinkRecords& links_;
+  Metrics& metrics_;  // judgements: each call of judge()
+  bool write_links_;
 };
 
 }  // namespace sealfs

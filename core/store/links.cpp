@@ -143,7 +143,8 @@ Result<std::optional<LinkRecords::InodeRecord>> LinkRecords::record_of(const str
 }
 
 Result<bool> LinkRecords::consider(const EntryLocation& where, const std::string& path, const FileRecord& rec,
-                                   bool hash, Manifest& as_inodes, std::vector<Update>& updates) const {
+                                   bool hash, bool write, Manifest& as_inodes,
+                                   std::vector<Update>& updates) const {
   auto parent = listed_parent(where.base_fd, path);
   if (!parent) return transient(parent.code()) ? Result<bool>(parent.error()) : Result<bool>(false);
   auto st = stat_at(parent->fd, parent->leaf);
@@ -172,7 +173,7 @@ Result<bool> LinkRecords::consider(const EntryLocation& where, const std::string
   if (*digest != *vouched.sha256) {
     // Changed since its last seal through M (behind the mount): the record
     // vouches for nothing any more.
-    drop_if_unchanged(st->st_ino, (*inode)->stamp);
+    if (write) drop_if_unchanged(st->st_ino, (*inode)->stamp);
     return true;
   }
   // This name's own rules: its validators, and what its profile records.
@@ -195,16 +196,22 @@ Result<bool> LinkRecords::consider(const EntryLocation& where, const std::string
   return true;
 }
 
-Result<LinkRefresh> LinkRecords::fits(const EntryLocation& where, const Manifest& as_inodes) const {
+Result<LinkRefresh> LinkRecords::fits(const EntryLocation& where, const Manifest& as_inodes, bool hash,
+                                      LinkRefresh yes) const {
   for (const auto& [path, rec] : as_inodes.files) {
     auto alt = as_inodes.accept.find(path);
-    Status s =
-        check_listed_file(verifier_, where.base_fd, path, rec,
-                          alt == as_inodes.accept.end() ? nullptr : &alt->second, false, false, nullptr);
+    Status s = check_listed_file(verifier_, where.base_fd, path, rec,
+                                 alt == as_inodes.accept.end() ? nullptr : &alt->second, hash, hash, nullptr);
     if (!s && s.code() != EBADMSG) return s.error();
     if (!s) return LinkRefresh::none;
   }
-  return LinkRefresh::plausible;
+  return yes;
+}
+
+void LinkRecords::apply_update(Manifest& m, const Update& u) {
+  drop_records(m, u.path);
+  m.files[u.path] = u.now;
+  merge_extras(m, u.extras);
 }
 
 Result<LinkRefresh> LinkRecords::apply(const EntryLocation& where, const std::vector<Update>& updates) const {
@@ -218,9 +225,7 @@ Result<LinkRefresh> LinkRecords::apply(const EntryLocation& where, const std::ve
           auto it = m.files.find(u.path);
           // Rewritten meanwhile (a seal, an unlink): that record stands.
           if (it == m.files.end() || !(it->second == u.was)) continue;
-          drop_records(m, u.path);
-          m.files[u.path] = u.now;
-          merge_extras(m, u.extras);
+          apply_update(m, u);
           changed = true;
         }
         if (!changed) return Status(make_error(EAGAIN, "changed meanwhile"));
@@ -236,21 +241,24 @@ Result<LinkRefresh> LinkRecords::apply(const EntryLocation& where, const std::ve
   return LinkRefresh::refreshed;
 }
 
-Result<LinkRefresh> LinkRecords::refresh(const EntryLocation& where, const Manifest& manifest,
-                                         bool hash) const {
+Result<LinkRefresh> LinkRecords::refresh(const EntryLocation& where, const Manifest& manifest, bool hash,
+                                         bool write) const {
   std::vector<Update> updates;
   Manifest as_inodes = manifest;  // at stat level: the records the inodes vouch for
   bool candidates = false;
   for (const auto& [path, rec] : manifest.files) {
     if (rec.symlink) continue;
-    auto candidate = consider(where, path, rec, hash, as_inodes, updates);
+    auto candidate = consider(where, path, rec, hash, write, as_inodes, updates);
     if (!candidate) return candidate.error();
     candidates = candidates || *candidate;
   }
   if (!candidates) return LinkRefresh::none;
-  if (!hash) return fits(where, as_inodes);
+  if (!hash) return fits(where, as_inodes, false, LinkRefresh::plausible);
   if (updates.empty()) return LinkRefresh::none;
-  return apply(where, updates);
+  if (write) return apply(where, updates);
+  Manifest refreshed = manifest;
+  for (const auto& u : updates) apply_update(refreshed, u);
+  return fits(where, refreshed, true, LinkRefresh::would_refresh);
 }
 
 }  // namespace sealfs

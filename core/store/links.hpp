@@ -52,6 +52,9 @@ enum class LinkRefresh {
   none,       // nothing to bring up to date: the verdict stands
   refreshed,  // records rewritten: check the entry again
   plausible,  // at stat level (no hashing): it would verify with its inodes' records
+  // Hashed, nothing written (fsck without --repair): with its records brought
+  // up to date the entry verifies; a lookup or fsck --repair writes them.
+  would_refresh,
 };
 
 class LinkRecords {
@@ -80,8 +83,12 @@ class LinkRecords {
   // For a manifest (at where) that failed on content: the records of listed
   // hard-linked files whose content their inode's record vouches for are
   // brought up to date (hash) or, at stat level (!hash), only checked by
-  // size with no write. Errors are no verdict (EMFILE, EIO…: R2).
-  Result<LinkRefresh> refresh(const EntryLocation& where, const Manifest& manifest, bool hash) const;
+  // size with no write. !write (with hash): every file is hashed against the
+  // records as they would be brought up to date, and nothing is written,
+  // not even a record that vouches for nothing any more. Errors are no
+  // verdict (EMFILE, EIO…: R2).
+  Result<LinkRefresh> refresh(const EntryLocation& where, const Manifest& manifest, bool hash,
+                              bool write = true) const;
 
  private:
   struct InodeRecord {
@@ -109,9 +116,13 @@ class LinkRecords {
   // that content and passes the name's validators, and at stat level
   // as_inodes takes the inode's record instead.
   Result<bool> consider(const EntryLocation& where, const std::string& path, const FileRecord& rec, bool hash,
-                        Manifest& as_inodes, std::vector<Update>& updates) const;
-  // At stat level: would every listed file fit with the inodes' records?
-  Result<LinkRefresh> fits(const EntryLocation& where, const Manifest& as_inodes) const;
+                        bool write, Manifest& as_inodes, std::vector<Update>& updates) const;
+  // Would every listed file fit these records? hash: their digests too.
+  // yes: what to answer when they do.
+  Result<LinkRefresh> fits(const EntryLocation& where, const Manifest& as_inodes, bool hash,
+                           LinkRefresh yes) const;
+  // The name's manifest as apply() would leave it.
+  static void apply_update(Manifest& m, const Update& u);
   // The updates written into the name's manifest.
   Result<LinkRefresh> apply(const EntryLocation& where, const std::vector<Update>& updates) const;
   static std::mutex& lock_of(ino_t ino);

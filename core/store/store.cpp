@@ -189,7 +189,7 @@ Store::Impl::Impl(UniqueFd root, std::string root_path, const struct stat& root_
              options.dir_contexts_max),
       records(profile, options.validators, policy, metrics, verifier, options.keys.get()),
       links(root_fd.get(), root_st.st_dev, policy, verifier, records, options.keys.get()),
-      judge(profile, entries, policy, &links, metrics),
+      judge(profile, entries, policy, links, metrics),
       consequences(root_fd.get(), judge, places, entries, quarantine, options.on_invalidate) {
   entries.set_max_hashed_size(profile.max_file_size);
   entries.set_in_progress([this](const struct stat& st) { return policy.in_progress(st); });

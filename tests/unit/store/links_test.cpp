@@ -7,6 +7,7 @@
 #include "core/store/links.hpp"
 
 #include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_file.hpp"
 #include "core/manifest/manifest_mac.hpp"
+#include "core/store/judge.hpp"
 #include "tests/support/store_fixture.hpp"
 #include "tests/support/test_keys.hpp"
 
@@ -95,14 +97,17 @@ TEST_F(LinksTest, AWriteThroughOneNameIsSeenThroughTheOther) {
 // would bring up to date: the stale name is reported (as before the judge
 // did fsck's sorting). --repair brings it up to date, as a lookup would,
 // and quarantines nothing.
-TEST_F(LinksTest, FsckReportsAStaleRecordWithoutWritingAndRepairBringsItUpToDate) {
+// fsck without --repair says what a lookup shows (valid), and writes nothing:
+// f's record stays stale, with a note, until a lookup or --repair.
+TEST_F(LinksTest, FsckShowsAStaleRecordValidWithoutWritingAndRepairBringsItUpToDate) {
   write_through("f", "a\n");
   link("f", "g");
   write_through("g", "a\nbb\n");
   auto looked = store().fsck(false);
   ASSERT_TRUE(looked.ok()) << looked.error().message;
-  EXPECT_EQ(looked->invalid, 1u);
-  EXPECT_EQ(looked->valid, 1u);
+  EXPECT_EQ(looked->invalid, 0u);
+  EXPECT_EQ(looked->valid, 2u);
+  EXPECT_THAT(looked->problems, ::testing::Contains("f: " + std::string(kStaleLinkRecordReason)));
   EXPECT_EQ(recorded_size("", ".sealfs-manifest.f", "f"), 2u);
   EXPECT_TRUE(exists_nofollow(inode_record("g")));
   auto repaired = store().fsck(true);
@@ -113,6 +118,22 @@ TEST_F(LinksTest, FsckReportsAStaleRecordWithoutWritingAndRepairBringsItUpToDate
   EXPECT_EQ(recorded_size("", ".sealfs-manifest.f", "f"), 5u);
   EXPECT_EQ(quarantine_slots(), 0u);
   EXPECT_EQ(read_visible("f"), "a\nbb\n");
+}
+
+// A record that vouches for nothing any more is damage to fsck as to a
+// lookup; without --repair even that record stays where it is.
+TEST_F(LinksTest, FsckWithoutRepairCallsContentChangedBehindTheMountDamageAndWritesNothing) {
+  write_through("f", "sealed");
+  link("f", "g");
+  write_through("g", "sealed again");
+  write_file(B("g"), "SEALED AGAIN");  // same inode, same size, no seal
+  auto looked = store().fsck(false);
+  ASSERT_TRUE(looked.ok()) << looked.error().message;
+  EXPECT_EQ(looked->invalid, 2u);
+  EXPECT_EQ(looked->valid, 0u);
+  EXPECT_EQ(looked->quarantined, 0u);
+  EXPECT_TRUE(exists_nofollow(inode_record("g")));
+  EXPECT_EQ(quarantine_slots(), 0u);
 }
 
 TEST_F(LinksTest, TheRecordsSurviveTheStore) {
