@@ -124,6 +124,7 @@ Result<Judgement> Judge::judge_dir(const DirContext& ctx, int dir_fd, std::strin
   if (v->error) return make_error(v->error, std::string(name) + ": " + v->reason);
   if (v->valid) {
     j.reason = v->reason;  // a note, if any (kStaleLinkRecordReason)
+    j.unhashed = !v->hashed;
     return shown(std::move(j), ObjectKind::entry_root);
   }
   return condemned(std::move(j), Verdict::invalid_self, *v);
@@ -142,6 +143,7 @@ Result<Judgement> Judge::judge_in_entry(const DirContext& ctx, int dir_fd, std::
   }
   const EntryVerdict* v = known != nullptr ? known : checked.get();
   if (v->unknown) return make_error(EAGAIN, std::string(name) + ": entry not verified yet");
+  j.unhashed = !v->hashed;
   // Written through M right now: visible whatever a check of it says (R4).
   if (v->error && type == S_IFREG && policy_.in_progress(j.st))
     return shown(std::move(j), ObjectKind::in_progress);
@@ -175,6 +177,7 @@ Result<Judgement> Judge::judge_file_entry(const DirContext& ctx, int dir_fd, std
   j.companions.push_back(sidecar);
   if (v->valid) {
     j.reason = v->reason;  // a note, if any (kStaleLinkRecordReason)
+    j.unhashed = !v->hashed;
     return shown(std::move(j), ObjectKind::sealed_file);
   }
   if (v->error) return make_error(v->error, std::string(name) + ": " + v->reason);

@@ -52,6 +52,9 @@ struct Judgement {
   HideReason cause = HideReason::foreign;  // the same, as a counter's label
   std::vector<std::string> companions;     // a file entry's sidecar, moved with it
   bool transient = false;                  // invalid only because it changed while judged: judge again
+  // Visible on an entry verdict that hashed nothing (stat level): at
+  // cached_only the same name would be EAGAIN.
+  bool unhashed = false;
   // Hidden because its manifest is not signed by a listed key (-o key_file):
   // foreign, never opened, never quarantined except to free its name (R5).
   bool unauthenticated = false;

@@ -105,18 +105,17 @@ std::optional<Listing> repeat_entry_root(Store::Impl& s, int dir_fd) {
 // stat level (Store::list). basis is dropped when what they show rests on
 // more than it holds: a subdirectory (it may hold an entry of its own), a
 // file in progress, a name that could not be judged.
-Result<std::vector<DirItem>> visible_children(Store::Impl& s, const DirContext& ctx, int dir_fd,
-                                              const EntryVerdict* entry, std::optional<ListingBasis>& basis) {
-  std::vector<DirItem> out;
-  Status listed = s.judge.each_child(ctx, dir_fd, entry, [&](const DirChild& c, const Result<Judgement>* j) {
+Status list_visible_children(Store::Impl& s, const DirContext& ctx, int dir_fd, const EntryVerdict* entry,
+                             std::optional<ListingBasis>& basis, Listing& out) {
+  return s.judge.each_child(ctx, dir_fd, entry, [&](const DirChild& c, const Result<Judgement>* j) {
     if (j == nullptr) return true;
     if (!*j || S_ISDIR((*j)->st.st_mode) || (*j)->kind == ObjectKind::in_progress) basis.reset();
-    if (*j && (*j)->verdict == Verdict::visible)
-      out.push_back(DirItem{c.name, (*j)->st.st_ino, dt_of((*j)->st.st_mode)});
+    if (*j && (*j)->verdict == Verdict::visible) {
+      out.items.push_back(DirItem{c.name, (*j)->st.st_ino, dt_of((*j)->st.st_mode)});
+      out.judged.push_back(ListedVerdict{(*j)->kind, (*j)->st, (*j)->unhashed});
+    }
     return true;
   });
-  if (!listed) return listed.error();
-  return out;
 }
 
 // path_fd's object was replaced or unlinked since its lookup. A native
@@ -263,6 +262,22 @@ Result<Found> Store::lookup_verified(int dir_fd, std::string_view name) {
   return lookup_at(*impl_, dir_fd, name, VerifyDepth::cached_only);
 }
 
+Result<Found> Store::lookup_listed(int dir_fd, std::string_view name, const ListedVerdict* judged) {
+  Impl& s = *impl_;
+  // Seen at stat level only (never hashed, or its stamps not a second old):
+  // whether a hashed verdict answers is lookup_verified's question.
+  if (judged == nullptr || judged->unhashed) return lookup_verified(dir_fd, name);
+  auto found = found_at(dir_fd, name, judged->kind, &judged->st);
+  if (!found && found.code() != ENOENT && found.code() != ESTALE) return found.error();
+  // Replaced, or a file changed, since the listing judged it: judge it now.
+  if (!found || (!S_ISDIR(found->st.st_mode) && !(Stamp::of(found->st) == Stamp::of(judged->st))))
+    return lookup_verified(dir_fd, name);
+  s.metrics.lookups.fetch_add(1, std::memory_order_relaxed);
+  if (judged->kind == ObjectKind::entry_root || is_sealed(judged->kind))
+    s.metrics.hits.fetch_add(1, std::memory_order_relaxed);
+  return found;
+}
+
 Result<Listing> Store::list(int dir_fd) {
   Impl& s = *impl_;
   if (auto again = repeat_entry_root(s, dir_fd)) return std::move(*again);
@@ -285,9 +300,8 @@ Result<Listing> Store::list(int dir_fd) {
   // A directory of an entry known (or seen at stat level) to be invalid
   // shows nothing; the next lookup quarantines the entry.
   if (!entry || entry->valid) {
-    auto items = visible_children(s, *ctx, dir_fd, entry.get(), basis);
-    if (!items) return items.error();
-    out.items = std::move(*items);
+    if (Status listed = list_visible_children(s, *ctx, dir_fd, entry.get(), basis, out); !listed)
+      return listed.error();
   }
   s.listings.note(ctx->st.st_dev, ctx->st.st_ino, out, std::move(basis));
   return out;

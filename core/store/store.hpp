@@ -67,10 +67,25 @@ struct DirItem {
   bool operator==(const DirItem&) const = default;
 };
 
+// What a listing judged of one name it shows (Listing::judged): what
+// readdirplus answers with instead of judging the name again
+// (Store::lookup_listed).
+struct ListedVerdict {
+  ObjectKind kind = ObjectKind::container;
+  struct stat st {};
+  // Shown on a verdict that hashed nothing (an entry seen at stat level, or
+  // whose stamps are under a second old): lookup_verified decides.
+  bool unhashed = false;
+};
+
 // What a directory shows (Store::list), and whether a copy of an earlier
 // listing (the kernel's, FOPEN_CACHE_DIR) is still right.
 struct Listing {
   std::vector<DirItem> items;
+  // One per item when this listing judged its names now; empty when it
+  // repeated an earlier one (nothing judged). Good for the reading that
+  // took the listing only: a later one judges again.
+  std::vector<ListedVerdict> judged;
   // Changes whenever the directory's listing differs from its previous one;
   // unique across directories and never reused, so a copy kept for one
   // epoch is known stale in any other.
@@ -182,6 +197,10 @@ class Store {
   // lookup that never hashes (readdirplus, R8): EAGAIN when answering would
   // need a verification that is not cached and fresh.
   Result<Found> lookup_verified(int dir_fd, std::string_view name);
+  // lookup_verified of a name a listing just judged (Listing::judged; null:
+  // none), without judging it again while the name holds the object judged
+  // (a file: with the same stamp). Each request judges a name once.
+  Result<Found> lookup_listed(int dir_fd, std::string_view name, const ListedVerdict* judged);
   // The root, as lookup would describe it.
   Result<Found> root();
   // Children of a visible directory that lookup would show, without hashing

@@ -27,6 +27,7 @@ Status load_listing(Filesystem& fs, DirHandle& dir) {
   auto listing = fs.store->list(dir.inode->path_fd()->get());
   if (!listing) return listing.error();
   dir.items = std::move(listing->items);
+  dir.judged = std::move(listing->judged);
   return {};
 }
 
@@ -51,17 +52,20 @@ struct ReplyBuffer {
   char* at() { return buf.data() + used; }
 };
 
-// One readdirplus entry for a listed item (next: the offset after it);
+// One readdirplus entry for listed item i (next: the offset after it);
 // fuse_add_direntry_plus's size, or 0 when the item is to be skipped.
 // readdir never hashes (R8): attributes go along only for objects whose
 // verdict is already known; the rest go with node id 0, which tells the
-// kernel to LOOKUP them when (and if) they are used.
-size_t add_item_plus(Filesystem& fs, ReplyBuffer& out, const DirHandle& dir, const DirItem& item,
-                     off_t next) {
+// kernel to LOOKUP them when (and if) they are used. A listing taken for
+// this reading judged its names already: that verdict stands
+// (Store::lookup_listed), so each name is judged once.
+size_t add_item_plus(Filesystem& fs, ReplyBuffer& out, const DirHandle& dir, size_t i, off_t next) {
+  const DirItem& item = dir.items[i];
+  const ListedVerdict* judged = dir.judged.size() == dir.items.size() ? &dir.judged[i] : nullptr;
   // Past the evictor's bound no attributes go along either: each would keep
   // one more descriptor, and the kernel looks up the names it uses.
   Result<Found> found = make_error(EAGAIN, "over the inode bound");
-  if (!fs.evictor.over()) found = fs.store->lookup_verified(dir.inode->path_fd()->get(), item.name);
+  if (!fs.evictor.over()) found = fs.store->lookup_listed(dir.inode->path_fd()->get(), item.name, judged);
   if (!found && found.code() != EAGAIN) return 0;  // hidden or gone since the listing
   if (!found) {
     fuse_entry_param e{};
@@ -94,7 +98,7 @@ size_t add_entry(Filesystem& fs, ReplyBuffer& out, const DirHandle& dir, size_t 
     e.attr.st_mode = S_IFDIR;
     return fuse_add_direntry_plus(out.req, out.at(), out.left(), name.c_str(), &e, next);
   }
-  return add_item_plus(fs, out, dir, dir.items[index - 2], next);
+  return add_item_plus(fs, out, dir, index - 2, next);
 }
 
 // Without OPENDIR (fh 0) the directory inode's own handle, listed afresh
@@ -118,6 +122,7 @@ std::shared_ptr<DirHandle> implicit_dir(fuse_req_t req, Filesystem& fs, fuse_ino
     return nullptr;
   }
   dir->items = std::move(listing->items);
+  dir->judged = std::move(listing->judged);
   dir->fresh = true;
   if (!listing->settled) {
     Invalidation again;
@@ -154,6 +159,7 @@ void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_fil
       if (entsize > out.left()) break;
       out.used += entsize;
     }
+    dir->judged.clear();  // a later reading judges again: its verdicts may be old by then
     fuse_reply_buf(req, buf.data(), out.used);
   });
 }
@@ -172,6 +178,7 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     auto listing = fs.store->list(inode->path_fd()->get());
     if (!listing) return reply_error(req, listing.error());
     dir->items = std::move(listing->items);
+    dir->judged = std::move(listing->judged);
     dir->fresh = true;
     fi->cache_readdir = kernel_may_keep(fs, *inode, *listing) ? 1 : 0;
     fi->keep_cache = fi->cache_readdir;

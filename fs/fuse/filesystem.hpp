@@ -85,7 +85,10 @@ struct DirHandle {
   InodeRef inode;
   std::mutex mu;
   std::vector<DirItem> items;  // snapshot taken at opendir / rewinddir
-  bool fresh = false;          // taken at opendir and not read yet: the first read needs no other
+  // What the listing judged of each item (Listing::judged), for the first
+  // readdirplus after it was taken only; then cleared.
+  std::vector<ListedVerdict> judged;
+  bool fresh = false;  // taken at opendir and not read yet: the first read needs no other
 };
 
 // libfuse allocates fuse_conn_info_opts with malloc.

@@ -32,6 +32,57 @@ class ListingTest : public StoreTest {
   }
 };
 
+std::uint64_t judgements_of(Store& store) { return store.status().judgements; }
+
+// Issue 26 point 6: readdirplus (Store::lookup_listed) answers a name the
+// listing just judged on that verdict, with no second judgement. A name the
+// listing saw at stat level only is lookup_verified's question (here never
+// hashed: EAGAIN, no attributes, R8); a file changed since the listing is
+// judged again.
+TEST_F(ListingTest, AttributesForANameJustListedTakeNoSecondJudgement) {
+  for (const char* k : {"k1", "k2"}) publish_entry(k, {{"lib.so", k}, {"a.cu", "src"}});
+  open_store();                         // no verdict cached
+  ASSERT_TRUE(visible("c/k1/lib.so"));  // k1 hashed; k2 never
+  let_stamps_settle();
+  UniqueFd c = dir("c");
+  Listing listing = list("c");
+  ASSERT_EQ(listing.items.size(), 2u);
+  ASSERT_EQ(listing.judged.size(), 2u);
+  for (std::size_t i = 0; i < listing.items.size(); ++i) {
+    const DirItem& item = listing.items[i];
+    SCOPED_TRACE(item.name);
+    const auto before = judgements_of(store());
+    auto found = store().lookup_listed(c.get(), item.name, &listing.judged[i]);
+    if (item.name == "k1") {
+      EXPECT_EQ(judgements_of(store()) - before, 0u);
+      ASSERT_TRUE(found.ok()) << found.error().message;
+      EXPECT_EQ(found->kind, ObjectKind::entry_root);
+      EXPECT_EQ(found->st.st_ino, item.ino);
+    } else {
+      EXPECT_EQ(judgements_of(store()) - before, 1u);
+      EXPECT_EQ(found.code(), EAGAIN) << "never hashed: no attributes (R8)";
+    }
+  }
+  ASSERT_TRUE(visible("c/k1/a.cu"));  // hashes k1's files: its listing may reuse the verdict
+  let_stamps_settle();
+  UniqueFd k1 = dir("c/k1");
+  Listing files = list("c/k1");
+  ASSERT_EQ(files.judged.size(), files.items.size());
+  write_file(B("c/k1/lib.so"), "K1");  // same size, other bytes, a new stamp
+  bool checked = false;
+  for (std::size_t i = 0; i < files.items.size(); ++i) {
+    if (files.items[i].name != "lib.so") continue;
+    const auto before = judgements_of(store());
+    // Judged again, at readdirplus depth: the verdict's stamp no longer
+    // holds and nothing is hashed there, so no attributes (the LOOKUP that
+    // follows finds the damage).
+    EXPECT_EQ(store().lookup_listed(k1.get(), "lib.so", &files.judged[i]).code(), EAGAIN);
+    EXPECT_EQ(judgements_of(store()) - before, 1u) << "changed since listed: judged again";
+    checked = true;
+  }
+  EXPECT_TRUE(checked);
+}
+
 TEST_F(ListingTest, AListedFileThatShrankIsNoticedByTheListingItself) {
   publish_entry("k", {{"kernel_lib.so", "0123456789abcdef"}, {"params.pkl", "p"}});
   publish_entry("other", {{"kernel_lib.so", "fedcba9876543210"}});
