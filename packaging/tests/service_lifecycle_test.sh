@@ -28,6 +28,7 @@ fi
 sealfs=$(realpath "$1")
 mountctl=$(realpath "$2")
 mount --make-rprivate /
+sh "$(dirname "$0")/../../tests/support/detach_fuse_copies.sh"  # other tests' FUSE mounts, copied here
 work=$(mktemp -d)
 cache="$work/cache"
 mkdir -p "$cache" "$work/bin"

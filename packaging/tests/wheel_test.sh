@@ -44,6 +44,7 @@ if [ "${SEALFS_IN_NAMESPACE:-}" != 1 ]; then
   SEALFS_IN_NAMESPACE=1 exec unshare -m sh "$0" "$@"
 fi
 mount --make-rprivate /
+sh "$(dirname "$0")/../../tests/support/detach_fuse_copies.sh"  # other tests' FUSE mounts, copied here
 
 . "$src/packaging/tests/chroot_base.sh"
 start_base_chroot new-wheel

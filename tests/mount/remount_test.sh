@@ -35,6 +35,7 @@ fi
 
 sealfs=$(realpath "$1")
 mount --make-rprivate /
+sh "$(dirname "$0")/../support/detach_fuse_copies.sh"  # other tests' FUSE mounts, copied here
 work=$(mktemp -d)
 b="$work/backing" m="$work/view"
 mkdir -p "$b" "$m"
