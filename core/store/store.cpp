@@ -41,6 +41,12 @@ unsigned char dt_of(mode_t mode) {
 
 Error hidden_error(std::string_view name) { return make_error(ENOENT, std::string(name) + ": hidden"); }
 
+// A visible name found: a hit when it is an entry (or a sealed file).
+void count_hit(Store::Impl& s, ObjectKind kind) {
+  if (kind == ObjectKind::entry_root || is_sealed(kind))
+    s.metrics.hits.fetch_add(1, std::memory_order_relaxed);
+}
+
 // Store::lookup and Store::lookup_verified, at the given verification depth.
 Result<Found> lookup_at(Store::Impl& s, int dir_fd, std::string_view name, VerifyDepth depth) {
   s.metrics.lookups.fetch_add(1, std::memory_order_relaxed);
@@ -71,8 +77,7 @@ Result<Found> lookup_at(Store::Impl& s, int dir_fd, std::string_view name, Verif
         s.metrics.misses.fetch_add(1, std::memory_order_relaxed);  // gone while judged, again and again
         return make_error(ENOENT, found.error().message);
       }
-      if (j->kind == ObjectKind::entry_root || is_sealed(j->kind))
-        s.metrics.hits.fetch_add(1, std::memory_order_relaxed);
+      count_hit(s, j->kind);
       return found;
     }
     s.consequences.act_on_invalid(*ctx, dir_fd, name, *j);
@@ -273,8 +278,7 @@ Result<Found> Store::lookup_listed(int dir_fd, std::string_view name, const List
   if (!found || (!S_ISDIR(found->st.st_mode) && !(Stamp::of(found->st) == Stamp::of(judged->st))))
     return lookup_verified(dir_fd, name);
   s.metrics.lookups.fetch_add(1, std::memory_order_relaxed);
-  if (judged->kind == ObjectKind::entry_root || is_sealed(judged->kind))
-    s.metrics.hits.fetch_add(1, std::memory_order_relaxed);
+  count_hit(s, judged->kind);
   return found;
 }
 
