@@ -27,6 +27,7 @@
 #include "fs/fuse/inode_evictor.hpp"
 #include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/invalidator.hpp"
+#include "fs/fuse/kernel_notices.hpp"
 #include "fs/fuse/page_push.hpp"
 #include "fs/fuse/passthrough.hpp"
 #include "fs/fuse/reaper.hpp"
@@ -112,6 +113,7 @@ struct Filesystem {
 
   std::unique_ptr<Store> store;
   InodeTable inodes;
+  KernelNotices notices;         // the one way to the kernel outside replies: closed before the unmount
   InodeEvictor evictor{inodes};  // keeps inodes (one descriptor each) under its bound
   WriterTracking writers;
   Invalidator invalidator;

@@ -30,10 +30,10 @@ void InodeEvictor::wake() {
   cv_.notify_one();
 }
 
-void InodeEvictor::start(fuse_session* session, std::function<bool(const Inode&)> keep,
+void InodeEvictor::start(KernelNotices* notices, std::function<bool(const Inode&)> keep,
                          std::function<bool()> pressure) {
   std::lock_guard lock(mu_);
-  session_ = session;
+  notices_ = notices;
   keep_ = std::move(keep);
   pressure_ = std::move(pressure);
   stopping_ = false;
@@ -48,7 +48,7 @@ void InodeEvictor::stop() {
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   std::lock_guard lock(mu_);
-  session_ = nullptr;
+  notices_ = nullptr;
 }
 
 void InodeEvictor::run() {
@@ -95,7 +95,7 @@ void InodeEvictor::sweep() {
     }
     // ENOENT: the kernel no longer holds the parent or the name; it forgets
     // (or already forgot) the inode by itself.
-    fuse_lowlevel_notify_inval_entry(session_, c.seen.parent, c.seen.name.data(), c.seen.name.size());
+    notices_->inval_entry(c.seen.parent, c.seen.name);
     evicted_.fetch_add(1, std::memory_order_relaxed);
   }
 }

@@ -22,6 +22,7 @@
 
 #include "fs/fuse/descriptors.hpp"
 #include "fs/fuse/inode_table.hpp"
+#include "fs/fuse/kernel_notices.hpp"
 
 namespace sealfs::fuse {
 
@@ -54,9 +55,9 @@ class InodeEvictor {
   std::uint64_t detached() const { return detached_.load(std::memory_order_relaxed); }
 
   // keep: inodes never to evict (files being written); pressure: whether
-  // descriptors run low, when every cold file's descriptor goes. The
-  // session must outlive the thread: call stop() before destroying it.
-  void start(fuse_session* session, std::function<bool(const Inode&)> keep,
+  // descriptors run low, when every cold file's descriptor goes. notices
+  // must outlive the thread: call stop() before destroying them.
+  void start(KernelNotices* notices, std::function<bool(const Inode&)> keep,
              std::function<bool()> pressure = {});
   void stop();
 
@@ -76,7 +77,7 @@ class InodeEvictor {
   std::condition_variable cv_;
   bool woken_ = false;
   bool stopping_ = false;
-  fuse_session* session_ = nullptr;
+  KernelNotices* notices_ = nullptr;
   std::thread thread_;
 };
 

@@ -36,9 +36,9 @@ void Invalidator::post_later(const Invalidation& event, std::chrono::steady_cloc
   cv_.notify_one();
 }
 
-void Invalidator::start(fuse_session* session) {
+void Invalidator::start(KernelNotices* notices) {
   std::lock_guard lock(mu_);
-  session_ = session;
+  notices_ = notices;
   stopping_ = false;
   thread_ = std::thread([this] { run(); });
 }
@@ -53,18 +53,18 @@ void Invalidator::stop() {
   std::lock_guard lock(mu_);
   queue_.clear();
   later_.clear();
-  session_ = nullptr;
+  notices_ = nullptr;
 }
 
 bool Invalidator::invalidate_now(fuse_ino_t id) {
-  fuse_session* session = nullptr;
+  KernelNotices* notices = nullptr;
   {
     std::lock_guard lock(mu_);
-    session = stopping_ ? nullptr : session_;
+    notices = stopping_ ? nullptr : notices_;
   }
-  if (session == nullptr) return false;
+  if (notices == nullptr) return false;
   // ENOENT: the kernel holds no such inode, so nothing of it either.
-  const int rc = fuse_lowlevel_notify_inval_inode(session, id, 0, 0);
+  const int rc = notices->inval_inode(id);
   if (rc != 0 && rc != -ENOENT) syslog(LOG_DEBUG, "sealfs: inval_inode: %s", std::strerror(-rc));
   return rc == 0 || rc == -ENOENT;
 }
@@ -101,14 +101,13 @@ void Invalidator::send(const Invalidation& event) {
   // the inode table need nothing (ENOENT from the kernel is normal as well).
   if (!event.name.empty()) {
     if (InodeRef parent = inodes_.find(event.parent_dev, event.parent_ino)) {
-      const int rc =
-          fuse_lowlevel_notify_inval_entry(session_, parent->id, event.name.data(), event.name.size());
+      const int rc = notices_->inval_entry(parent->id, event.name);
       if (rc != 0 && rc != -ENOENT)
         syslog(LOG_DEBUG, "sealfs: inval_entry %s: %s", event.name.c_str(), std::strerror(-rc));
     }
   }
   if (InodeRef inode = inodes_.find(event.dev, event.ino)) {
-    const int rc = fuse_lowlevel_notify_inval_inode(session_, inode->id, 0, 0);
+    const int rc = notices_->inval_inode(inode->id);
     if (rc != 0 && rc != -ENOENT) syslog(LOG_DEBUG, "sealfs: inval_inode: %s", std::strerror(-rc));
   }
 }

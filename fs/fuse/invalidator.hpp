@@ -16,6 +16,7 @@
 
 #include "core/store/store.hpp"
 #include "fs/fuse/inode_table.hpp"
+#include "fs/fuse/kernel_notices.hpp"
 
 namespace sealfs::fuse {
 
@@ -39,8 +40,8 @@ class Invalidator {
   // False when it could not be done.
   bool invalidate_now(fuse_ino_t id);
 
-  // The session must outlive the thread: call stop() before destroying it.
-  void start(fuse_session* session);
+  // notices must outlive the thread: call stop() before destroying them.
+  void start(KernelNotices* notices);
   void stop();
 
  private:
@@ -53,7 +54,7 @@ class Invalidator {
   std::deque<Invalidation> queue_;
   std::multimap<std::chrono::steady_clock::time_point, Invalidation> later_;
   bool stopping_ = false;
-  fuse_session* session_ = nullptr;
+  KernelNotices* notices_ = nullptr;
   std::thread thread_;
 };
 

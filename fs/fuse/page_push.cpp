@@ -26,11 +26,11 @@ constexpr std::chrono::microseconds kInodeWait{50};
 
 // One notify_store; ENOENT (no such inode yet) retried for a moment when
 // wait_for_inode. No splice: the bytes are in our buffer already.
-bool store_chunk(fuse_session* session, fuse_ino_t ino, off_t off, char* data, std::size_t len,
+bool store_chunk(KernelNotices& notices, fuse_ino_t ino, off_t off, char* data, std::size_t len,
                  bool wait_for_inode) {
   fuse_bufvec bufv = mem_bufvec(len, data);
   for (int attempt = 0;; ++attempt) {
-    const int rc = fuse_lowlevel_notify_store(session, ino, off, &bufv, FUSE_BUF_NO_SPLICE);
+    const int rc = notices.store(ino, off, &bufv);
     if (rc == 0) return true;
     if (rc != -ENOENT || !wait_for_inode || attempt >= kInodeWaits) return false;
     std::this_thread::sleep_for(kInodeWait);
@@ -57,8 +57,9 @@ void push_range(Filesystem& fs, fuse_ino_t ino, FileHandle& handle, off_t from, 
     // A short read: the file shrank, and the stamp check would fail anyway.
     const auto got = pread_up_to(handle.fd.get(), buf.data(), len, off);
     if (!got || *got != len || unverified_errno(fs, handle) != 0) break;
-    fuse_session* session = fs.pusher.session();
-    if (session == nullptr || !store_chunk(session, ino, off, buf.data(), len, wait_for_inode && off == from))
+    KernelNotices* notices = fs.pusher.notices();
+    if (notices == nullptr ||
+        !store_chunk(*notices, ino, off, buf.data(), len, wait_for_inode && off == from))
       break;
     off += static_cast<off_t>(len);
     pushed += len;
@@ -69,7 +70,7 @@ void push_range(Filesystem& fs, fuse_ino_t ino, FileHandle& handle, off_t from, 
 }  // namespace
 
 void push_after_lookup(Filesystem& fs, fuse_ino_t ino, ObjectKind kind, const struct stat& st) {
-  if (fs.pusher.session() == nullptr || !is_sealed(kind) || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+  if (fs.pusher.notices() == nullptr || !is_sealed(kind) || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
       st.st_size > fs.pusher.max_file)
     return;
   // The request was answered and is gone: nothing may ask it whether it was
@@ -87,7 +88,7 @@ void push_after_lookup(Filesystem& fs, fuse_ino_t ino, ObjectKind kind, const st
 }
 
 void push_rest_at_read(Filesystem& fs, fuse_ino_t ino, FileHandle& handle, off_t off, std::size_t size) {
-  if (fs.pusher.session() == nullptr || !handle.sealed_read || !handle.inode ||
+  if (fs.pusher.notices() == nullptr || !handle.sealed_read || !handle.inode ||
       handle.inode->pages_pushed.exchange(true))
     return;
   off_t file_size = 0;

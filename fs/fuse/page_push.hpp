@@ -13,6 +13,7 @@
 #include <cstddef>
 
 #include "core/store/store.hpp"
+#include "fs/fuse/kernel_notices.hpp"
 
 namespace sealfs::fuse {
 
@@ -21,10 +22,10 @@ struct FileHandle;
 
 class PagePusher {
  public:
-  // The session must outlive every push: stop() before destroying it.
-  void start(fuse_session* session) { session_.store(session); }
-  void stop() { session_.store(nullptr); }
-  fuse_session* session() const { return session_.load(); }
+  // notices must outlive every push: stop() before destroying them.
+  void start(KernelNotices* notices) { notices_.store(notices); }
+  void stop() { notices_.store(nullptr); }
+  KernelNotices* notices() const { return notices_.load(); }
 
   // Files above this size are left to READs (-o push_max): a push costs a
   // copy of the whole file into memory the caller may never read.
@@ -42,7 +43,7 @@ class PagePusher {
   static constexpr int kMaxActive = 4;
 
  private:
-  std::atomic<fuse_session*> session_{nullptr};
+  std::atomic<KernelNotices*> notices_{nullptr};
   std::atomic<int> active_{0};
 };
 

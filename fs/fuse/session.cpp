@@ -128,13 +128,19 @@ bool mount_holding_stop_signals(fuse_session* se, const std::string& mountpoint)
   return mounted;
 }
 
+// How long the unmount waits for notifications sent already (KernelNotices::close).
+constexpr std::chrono::seconds kNoticesDrain{1};
+
 // Mounted while alive; unmounts (and stops taking signals) on every way out.
+// No notification is sent once it unmounts: the unmount closes the device.
 class MountGuard {
  public:
-  explicit MountGuard(fuse_session* se) : se_(se) {}
+  MountGuard(fuse_session* se, KernelNotices& notices) : se_(se), notices_(notices) {}
   ~MountGuard() {
     g_holding_stop_signals = 1;  // see g_holding_stop_signals; the session loop has ended already
     install_stop_handlers(SA_RESTART, false);
+    if (!notices_.close(kNoticesDrain))
+      syslog(LOG_INFO, "sealfs: a notification still waits in the kernel; the unmount ends it");
     fuse_session_unmount(se_);
     fuse_remove_signal_handlers(se_);
   }
@@ -143,6 +149,7 @@ class MountGuard {
 
  private:
   fuse_session* se_;
+  KernelNotices& notices_;
 };
 
 std::string errno_text(int code) { return std::strerror(code); }
@@ -394,24 +401,25 @@ std::optional<MetricsFileSetting> check_metrics_file(const MountConfig& options,
 // could not start serving (said on err or in syslog).
 std::optional<int> serve(Filesystem& fs, fuse_session* se, bool foreground, const MetricsFileSetting& metrics,
                          std::ostream& err) {
-  MountGuard mounted(se);
+  MountGuard mounted(se, fs.notices);
   // After this, stderr is /dev/null unless -f: problems go to syslog.
   if (fuse_daemonize(foreground ? 1 : 0) != 0) {
     err << "sealfs: cannot daemonize\n";
     return std::nullopt;
   }
   // Threads start only now: fuse_daemonize forks, and threads do not survive a fork.
-  fs.invalidator.start(se);
+  fs.notices.open(se);
+  fs.invalidator.start(&fs.notices);
   // Files being written keep their names: their writers come back by them.
   fs.implicit.set_max_readers(fs.evictor.bound());
   fs.recount_untracked_descriptors();
   fs.evictor.start(
-      se, [&fs](const Inode& inode) { return fs.writers.in_progress(inode.dev, inode.ino); },
+      &fs.notices, [&fs](const Inode& inode) { return fs.writers.in_progress(inode.dev, inode.ino); },
       [&fs] {
         fs.recount_untracked_descriptors();
         return fs.descriptors_low();
       });
-  fs.pusher.start(se);
+  fs.pusher.start(&fs.notices);
   fs.reaper.start([&fs](fuse_ino_t ino) { end_orphaned_writer(fs, ino); });
   fs.deferred.start(kSealDelay);
   // Declared after `mounted`: its last write (the final counters) comes
@@ -456,9 +464,9 @@ int run_mount(const MountConfig& options, std::ostream& err) {
   if (!rc) return 1;
   // Unmounted first (serve's MountGuard): a notification waiting on a
   // directory lock in the kernel then ends at once instead of holding up the
-  // exit. The session must outlive the notifications in flight. With no
-  // kernel left to tell, nothing is sent from here on (each failed write
-  // would only log). The seals still waiting run before exit.
+  // exit. The session must outlive the notifications in flight. No
+  // notification is sent from here on (KernelNotices closed before the
+  // unmount closed the device). The seals still waiting run before exit.
   fs.invalidator.stop();
   fs.pusher.stop();
   fs.evictor.stop();  // make_room still detaches cold inodes (InodeEvictor::detach_cold)
