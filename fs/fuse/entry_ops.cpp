@@ -270,9 +270,9 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
     if (renamed) {
       // The kernel keeps its names across a rename and looks nothing up:
       // the moved objects are seen where they went (Inode::seen_at).
-      if (auto inode = fs.inodes.find(moved.first, moved.second)) inode->seen_at(dfd, dst->id, newname);
+      if (auto inode = fs.inodes.find(moved.first, moved.second)) inode->seen_at(*dst, newname);
       if ((flags & RENAME_EXCHANGE) != 0)
-        if (auto inode = fs.inodes.find(swapped.first, swapped.second)) inode->seen_at(sfd, src->id, name);
+        if (auto inode = fs.inodes.find(swapped.first, swapped.second)) inode->seen_at(*src, name);
     }
     fuse_reply_err(req, renamed.code());
   });

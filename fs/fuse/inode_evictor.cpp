@@ -80,14 +80,25 @@ void InodeEvictor::detach_cold() { (void)detach(inodes_.cold(inodes_.size())); }
 void InodeEvictor::sweep() {
   bound_.store(bound_for(descriptor_limit()), std::memory_order_relaxed);
   const std::uint64_t size = inodes_.size();
+  const std::uint64_t files = inodes_.files();
   const std::uint64_t target = bound() * kTargetPercent / 100;
-  // Low on descriptors (open handles, seals in flight): every cold file
-  // gives its descriptor back, even under the bound.
+  // Low on descriptors (open handles, seals in flight): every cold inode
+  // gives its descriptor back, even under the bound. So do the directories
+  // once a second when there are many: the kernel keeps them (see below).
   const bool pressed = pressure_ && pressure_();
-  if (size <= bound() && !pressed) return;
-  std::vector<InodeTable::Cold> cold = detach(inodes_.cold(pressed ? size : size - target));
-  if (size <= bound()) return;
-  if (cold.size() > size - target) cold.resize(size - target);
+  const auto now = std::chrono::steady_clock::now();
+  const bool dirs_due = size - files > bound() / 2 && now - dirs_detached_at_ >= kIdleTick;
+  if (files <= bound() && !pressed && !dirs_due) return;
+  if (dirs_due) dirs_detached_at_ = now;
+  std::vector<InodeTable::Cold> cold =
+      detach(inodes_.cold(pressed || dirs_due ? size : files - std::min(files, target)));
+  if (files <= bound()) return;
+  // Only files are forgotten: the kernel unhashes the dentry of a name it
+  // is asked to drop, and a directory may be a process's working directory
+  // (getcwd then fails with ENOENT: git did). A detached directory costs
+  // memory only, and the kernel lets it go under memory pressure.
+  std::erase_if(cold, [](const InodeTable::Cold& c) { return c.inode->directory; });
+  if (cold.size() > files - target) cold.resize(files - target);
   for (const InodeTable::Cold& c : cold) {
     {
       std::lock_guard lock(mu_);

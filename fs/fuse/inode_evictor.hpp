@@ -1,18 +1,20 @@
-// Keeps the inodes the daemon holds, each with an O_PATH descriptor, under a
-// bound derived from its descriptor limit (issue 24). The kernel forgets an
-// inode only when its dentries go, which without memory pressure is never:
-// past the bound this thread closes the descriptors of the files no request
-// used lately (Inode::detach: they are opened again by name when used) and
-// asks the kernel to drop the names of those inodes
-// (fuse_lowlevel_notify_inval_entry, as a rename behind the mount would),
-// and the kernel answers with FORGET. Needs nothing of B,
-// so it works on every filesystem (GlusterFS has no file handles to keep
-// instead of descriptors). A name dropped is looked up again when used.
+// Keeps the descriptors the daemon holds for inodes under a bound derived
+// from its descriptor limit (issue 24). The kernel forgets an inode only
+// when its dentries go, which without memory pressure is never. This thread
+// closes the descriptors of the inodes no request used lately
+// (Inode::detach: they are opened again by name when used), and past the
+// bound in files asks the kernel to drop the names of cold files
+// (fuse_lowlevel_notify_inval_entry, as a rename behind the mount would);
+// the kernel answers with FORGET. Directories are detached, never dropped:
+// one may be a process's working directory. Needs nothing of B, so it
+// works on every filesystem (GlusterFS has no file handles to keep instead
+// of descriptors). A name dropped is looked up again when used.
 #pragma once
 
 #include <fuse_lowlevel.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -41,17 +43,18 @@ class InodeEvictor {
 
   // The bound for the limit read at the last sweep (prlimit(1) may change it).
   std::uint64_t bound() const { return bound_.load(std::memory_order_relaxed); }
-  bool over() const { return inodes_.size() > bound(); }
+  // Past the bound in files: directories are never asked to be forgotten.
+  bool over() const { return inodes_.files() > bound(); }
   // Sweep now rather than at the next tick (a lookup took the table past
   // the bound, or a request is waiting for descriptors).
   void wake();
   // Names the kernel was asked to drop so far.
   std::uint64_t evicted() const { return evicted_.load(std::memory_order_relaxed); }
-  // Closes now, in the caller's thread, the descriptors of the files no
+  // Closes now, in the caller's thread, the descriptors of the inodes no
   // request used since the last look (make_room: the evictor's thread may
   // be waiting in an invalidation for a lock the caller's request holds).
   void detach_cold();
-  // Files whose descriptor was closed while the kernel still remembered them.
+  // Inodes whose descriptor was closed while the kernel still remembered them.
   std::uint64_t detached() const { return detached_.load(std::memory_order_relaxed); }
 
   // keep: inodes never to evict (files being written); pressure: whether
@@ -71,6 +74,7 @@ class InodeEvictor {
   std::atomic<std::uint64_t> bound_{bound_for(descriptor_limit())};
   std::atomic<std::uint64_t> evicted_{0};
   std::atomic<std::uint64_t> detached_{0};
+  std::chrono::steady_clock::time_point dirs_detached_at_{};  // the sweeping thread's
   std::function<bool(const Inode&)> keep_;
   std::function<bool()> pressure_;
   std::mutex mu_;

@@ -20,26 +20,83 @@ bool Inode::report(const struct stat& st) {
   return changed && !here;
 }
 
+namespace {
+// Directories deeper than this, all detached at once, are not opened
+// again (a cycle of stale places, left by renames behind the mount, ends
+// here too): the request gets ESTALE and the kernel looks the name up anew.
+constexpr std::size_t kMaxReopenDepth = 65536;
+
+// name below dir_fd, if it is still the object (dev, ino).
+UniqueFd open_same(int dir_fd, const std::string& name, dev_t dev, ino_t ino) {
+  auto opened = open_beneath(dir_fd, name, O_PATH | O_NOFOLLOW);
+  if (!opened) return {};
+  auto st = stat_fd(opened->get());
+  if (!st || st->st_dev != dev || st->st_ino != ino) return {};
+  return std::move(*opened);
+}
+}  // namespace
+
 std::shared_ptr<const UniqueFd> Inode::path_fd() const {
-  std::lock_guard lock(mu_);
-  if (fd_) return fd_;
-  // Detached: only files that were seen under a name are (detach()).
-  UniqueFd fd;
-  if (seen_.dir) {
-    auto opened = open_beneath(seen_.dir->get(), seen_.name, O_PATH | O_NOFOLLOW);
-    if (opened) {
-      auto st = stat_fd(opened->get());
-      if (st && st->st_dev == dev && st->st_ino == ino) fd = std::move(*opened);
-    }
+  {
+    std::lock_guard lock(mu_);
+    if (fd_) return fd_;
   }
+  UniqueFd fd = reopen();
   if (!fd) return std::make_shared<const UniqueFd>();  // not kept: tried again next time
-  fd_ = std::make_shared<const UniqueFd>(std::move(fd));
+  std::lock_guard lock(mu_);
+  if (!fd_) fd_ = std::make_shared<const UniqueFd>(std::move(fd));
   return fd_;
+}
+
+// Up from this inode to the nearest directory that holds its fd, then down
+// again, each detached directory on the way opened by its name and kept.
+UniqueFd Inode::reopen() const {
+  std::vector<std::pair<std::shared_ptr<const Inode>, std::string>> chain;  // nearest first
+  std::shared_ptr<const UniqueFd> base;
+  Place place;
+  {
+    std::lock_guard lock(mu_);
+    place = place_;
+  }
+  while (!base) {
+    auto dir = place.dir.lock();
+    if (!dir || chain.size() >= kMaxReopenDepth) return {};
+    chain.emplace_back(dir, std::move(place.name));
+    std::lock_guard lock(dir->mu_);
+    if (dir->fd_)
+      base = dir->fd_;
+    else
+      place = dir->place_;
+  }
+  // chain.back() holds base; each entry's name is that of the one before it.
+  for (std::size_t i = chain.size() - 1; i > 0; --i) {
+    const Inode& dir = *chain[i - 1].first;
+    UniqueFd fd = open_same(base->get(), chain[i].second, dir.dev, dir.ino);
+    if (!fd) return {};
+    std::lock_guard lock(dir.mu_);
+    if (!dir.fd_) dir.fd_ = std::make_shared<const UniqueFd>(std::move(fd));
+    base = dir.fd_;
+  }
+  return open_same(base->get(), chain.front().second, dev, ino);
+}
+
+Inode::SeenAt Inode::last_seen() const {
+  Place place;
+  {
+    std::lock_guard lock(mu_);
+    place = place_;
+  }
+  SeenAt seen{nullptr, std::move(place.name), place.parent};
+  if (auto dir = place.dir.lock()) {
+    auto fd = dir->path_fd();
+    if (fd->valid()) seen.dir = std::move(fd);
+  }
+  return seen;
 }
 
 bool Inode::detach() {
   std::lock_guard lock(mu_);
-  if (directory || !fd_ || !seen_.dir || fd_.use_count() != 1) return false;
+  if (!fd_ || place_.dir.expired() || fd_.use_count() != 1) return false;
   fd_.reset();
   return true;
 }
@@ -63,11 +120,10 @@ InodeRef InodeTable::remember(Found&& found) {
     if (slot.inode->id != FUSE_ROOT_ID) {
       ++slot.nlookup;
       slot.inode->kind = found.kind;
-      // A directory keeps the descriptor it has: it has one name, which an
-      // O_PATH fd follows through renames, and the objects seen in it share
-      // that fd (Inode::SeenAt), so each fresh one would stay open as long
-      // as they do (issue 24: three per entry directory, past the bound).
-      if (found.fd && !S_ISDIR(found.st.st_mode)) slot.inode->replace_path_fd(std::move(found.fd));
+      // A directory keeps the descriptor it has (it has one name, which an
+      // O_PATH fd follows through renames) unless it was detached.
+      if (found.fd && (!S_ISDIR(found.st.st_mode) || !slot.inode->attached()))
+        slot.inode->replace_path_fd(std::move(found.fd));
     }
     return slot.inode;
   }
@@ -77,6 +133,7 @@ InodeRef InodeTable::remember(Found&& found) {
   inode->kind = found.kind;
   by_key_[key] = id;
   by_id_[id] = Slot{inode, 1};
+  if (!inode->directory) ++files_;
   return inode;
 }
 
@@ -89,6 +146,7 @@ bool InodeTable::forget(fuse_ino_t id, std::uint64_t nlookup) {
   slot.nlookup = nlookup >= slot.nlookup ? 0 : slot.nlookup - nlookup;
   if (slot.nlookup == 0) {
     by_key_.erase({slot.inode->dev, slot.inode->ino});
+    if (!slot.inode->directory) --files_;
     by_id_.erase(it);
     return true;
   }
@@ -120,6 +178,11 @@ std::size_t InodeTable::size() const {
   return by_id_.size();
 }
 
+std::size_t InodeTable::files() const {
+  std::lock_guard lock(mu_);
+  return files_;
+}
+
 std::vector<InodeTable::Cold> InodeTable::cold(std::size_t n) {
   std::vector<Cold> files;
   std::vector<Cold> dirs;
@@ -128,7 +191,7 @@ std::vector<InodeTable::Cold> InodeTable::cold(std::size_t n) {
     std::lock_guard lock(mu_);
     for (const auto& [id, slot] : by_id_) {
       if (id == FUSE_ROOT_ID || slot.inode->used_.exchange(false, std::memory_order_relaxed)) continue;
-      Inode::SeenAt seen = slot.inode->last_seen();
+      Inode::Name seen = slot.inode->last_name();
       if (seen.parent != 0)
         (slot.inode->directory ? dirs : files).push_back(Cold{slot.inode, std::move(seen)});
     }

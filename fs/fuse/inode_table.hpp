@@ -28,7 +28,7 @@
 
 namespace sealfs::fuse {
 
-class Inode {
+class Inode : public std::enable_shared_from_this<Inode> {
  public:
   Inode(fuse_ino_t inode_id, UniqueFd fd, dev_t backing_dev, ino_t backing_ino, bool is_directory = false)
       : id(inode_id),
@@ -51,10 +51,11 @@ class Inode {
 
   // The O_PATH|O_NOFOLLOW fd, kept alive for as long as the caller holds
   // the pointer even if a newer lookup replaces it meanwhile. A detached
-  // file (detach()) is opened again here by the name it was last seen
-  // under, checked to be the same object; when that fails (moved or
-  // removed behind the mount) the fd is invalid (-1) and the request
-  // fails with EBADF, which reply_error reports as ESTALE.
+  // inode (detach()) is opened again here by the name it was last seen
+  // under, below its directory (itself opened again first if detached),
+  // checked to be the same object; when that fails (moved or removed
+  // behind the mount) the fd is invalid (-1) and the request fails with
+  // EBADF, which reply_error reports as ESTALE.
   std::shared_ptr<const UniqueFd> path_fd() const;
   // An O_PATH fd remembers the name it was opened by, and the store finds an
   // object's place (its entry, its sidecar) from it. With hard links, or
@@ -65,10 +66,12 @@ class Inode {
     std::lock_guard lock(mu_);
     fd_.swap(fresh);
   }
-  // Issue 24: a file the kernel remembers need not hold a descriptor while
-  // no request uses it. Closes the fd of a file seen under a name when
-  // nothing else holds it; true if a descriptor was freed. Directories keep
-  // theirs: the objects seen in them share it (SeenAt).
+  // Issue 24: an inode the kernel remembers need not hold a descriptor
+  // while no request uses it. Closes the fd of an object seen under a name
+  // when nothing else holds it; true if a descriptor was freed. A directory
+  // too: the objects seen in it hold the directory's inode, not its fd
+  // (Place), so a directory the kernel must keep (a process's working
+  // directory) costs no descriptor either.
   bool detach();
   bool attached() const {
     std::lock_guard lock(mu_);
@@ -76,28 +79,33 @@ class Inode {
   }
 
   // Where the adapter last saw this object (lookup, create, link, readdirplus,
-  // a rename through the mount): its directory's fd and its name there. The
+  // a rename through the mount): its directory and its name there. The
   // store locates a file deeper than PATH_MAX by it (PlaceHint), after
-  // checking that it still holds; the fd is shared with the directory's
-  // inode and kept open while this hint lasts.
-  // parent: the directory's id, by which the kernel can be asked to forget
-  // the name (InodeEvictor).
+  // checking that it still holds. last_seen() resolves it: dir is the
+  // directory's fd, kept open while the copy lasts (null: never seen under
+  // a name, or the directory is gone). parent: the directory's id, by which
+  // the kernel can be asked to forget the name (InodeEvictor).
   struct SeenAt {
-    std::shared_ptr<const UniqueFd> dir;  // null: never seen under a name
+    std::shared_ptr<const UniqueFd> dir;
     std::string name;
     fuse_ino_t parent = 0;
     PlaceHint hint() const { return dir ? PlaceHint{dir->get(), name} : PlaceHint{}; }
   };
-  void seen_at(const Inode& dir, std::string_view name) { seen_at(dir.path_fd(), dir.id, name); }
-  void seen_at(std::shared_ptr<const UniqueFd> dir_fd, fuse_ino_t parent, std::string_view name) {
-    SeenAt fresh{std::move(dir_fd), std::string(name), parent};
+  void seen_at(const Inode& dir, std::string_view name) {
+    Place fresh{dir.weak_from_this(), std::string(name), dir.id};
     std::lock_guard lock(mu_);
-    std::swap(seen_, fresh);
+    std::swap(place_, fresh);
   }
   // A copy: the caller's hint stays valid however the inode is seen meanwhile.
-  SeenAt last_seen() const {
+  SeenAt last_seen() const;
+  // The name only (no descriptor opened): parent 0 when never seen.
+  struct Name {
+    fuse_ino_t parent = 0;
+    std::string name;
+  };
+  Name last_name() const {
     std::lock_guard lock(mu_);
-    return seen_;
+    return Name{place_.parent, place_.name};
   }
 
   // The kernel keeps a file's pages across opens and attribute changes (no
@@ -116,9 +124,19 @@ class Inode {
   }
 
  private:
+  // The directory's inode, not its fd: a weak reference, as the kernel
+  // keeps a directory while it remembers a name in it.
+  struct Place {
+    std::weak_ptr<const Inode> dir;
+    std::string name;
+    fuse_ino_t parent = 0;
+  };
+  // The fd, opened again by name if detached; null when that fails.
+  UniqueFd reopen() const;
+
   mutable std::mutex mu_;
-  mutable std::shared_ptr<const UniqueFd> fd_;  // null while detached (files only)
-  SeenAt seen_;
+  mutable std::shared_ptr<const UniqueFd> fd_;  // null while detached
+  Place place_;
   bool reported_ = false;  // under mu_, with the two below
   struct timespec reported_mtime_ {};
   off_t reported_size_ = 0;
@@ -147,6 +165,7 @@ class InodeTable {
   std::uint64_t lookups(fuse_ino_t id) const;  // the kernel's lookup count (0: unknown)
   InodeRef find(dev_t dev, ino_t ino) const;   // nullptr when not looked up
   std::size_t size() const;
+  std::size_t files() const;  // of size(), those not directories
 
   // Up to n inodes no request has used since the last call, with where they
   // were last seen; clears the mark of the others. Files first, the oldest
@@ -156,7 +175,7 @@ class InodeTable {
   // inodes never seen under a name are never among them.
   struct Cold {
     InodeRef inode;
-    Inode::SeenAt seen;
+    Inode::Name seen;
   };
   std::vector<Cold> cold(std::size_t n);
 
@@ -169,6 +188,7 @@ class InodeTable {
   std::unordered_map<fuse_ino_t, Slot> by_id_;
   std::map<std::pair<dev_t, ino_t>, fuse_ino_t> by_key_;
   fuse_ino_t next_id_ = FUSE_ROOT_ID + 1;
+  std::size_t files_ = 0;
 };
 
 }  // namespace sealfs::fuse

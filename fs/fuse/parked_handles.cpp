@@ -18,7 +18,7 @@ std::size_t try_park(Filesystem& fs, FileHandle& handle) {
   const int flags = ::fcntl(handle.fd.get(), F_GETFL);
   if (flags < 0) return 0;
   // A name to open it again by, and one that still leads to it.
-  if (!handle.opened_at.dir && !handle.inode->last_seen().dir) return 0;
+  if (!handle.opened_at.dir && handle.inode->last_name().parent == 0) return 0;
   auto st = fs.store->attributes(handle.fd.get());
   if (!st || !S_ISREG(st->st_mode) || st->st_nlink == 0) return 0;
   handle.parked_flags = flags;

@@ -90,14 +90,14 @@ TEST_F(InodeTableTest, SeenAtGivesAHintThatOutlivesTheNextSighting) {
   const auto seen = a->last_seen();
   EXPECT_EQ(seen.hint().dir_fd, root->path_fd()->get());
   EXPECT_EQ(seen.hint().name, "a");
-  a->seen_at(root->path_fd(), root->id, "renamed");  // a rename through the mount
-  EXPECT_EQ(seen.hint().name, "a");                  // the copy a request holds stays as it was
+  a->seen_at(*root, "renamed");      // a rename through the mount
+  EXPECT_EQ(seen.hint().name, "a");  // the copy a request holds stays as it was
   EXPECT_EQ(a->last_seen().hint().name, "renamed");
   EXPECT_EQ(a->last_seen().parent, FUSE_ROOT_ID);
 }
 
-// Issue 24: the objects seen in a directory share its fd, so a directory
-// looked up again keeps the fd it has instead of opening one more.
+// Issue 24: a directory looked up again keeps the fd it has instead of
+// opening one more; a detached one takes the lookup's.
 TEST_F(InodeTableTest, ADirectoryKeepsItsFdAcrossLookups) {
   test::make_dirs(dir_ / "d");
   auto d = table_.remember(found_for(dir_ / "d", ObjectKind::container));
@@ -105,6 +105,13 @@ TEST_F(InodeTableTest, ADirectoryKeepsItsFdAcrossLookups) {
   auto again = table_.remember(found_for(dir_ / "d", ObjectKind::container));
   ASSERT_EQ(again, d);
   EXPECT_EQ(d->path_fd()->get(), fd);
+  d->seen_at(*table_.get(FUSE_ROOT_ID), "d");
+  ASSERT_TRUE(d->detach());
+  const std::int64_t live = UniqueFd::live();
+  table_.remember(found_for(dir_ / "d", ObjectKind::container));
+  EXPECT_TRUE(d->attached());
+  EXPECT_EQ(UniqueFd::live(), live + 1);
+  EXPECT_EQ(table_.files(), 0u) << "directories and the root are not files";
 }
 
 // Issue 24: a file the kernel remembers gives its descriptor back while no
@@ -133,11 +140,46 @@ TEST_F(InodeTableTest, ADetachedFileIsOpenedAgainByNameOnlyIfStillTheSame) {
   ASSERT_EQ(::rename((dir_ / "b").c_str(), (dir_ / "a").c_str()), 0);
   EXPECT_FALSE(a->path_fd()->valid());
   EXPECT_FALSE(a->attached()) << "a failed reopen is tried again, not kept";
-  // A directory keeps its descriptor: the objects seen in it share it.
-  test::make_dirs(dir_ / "d");
+}
+
+// Issue 24 (git's getcwd): directories give their descriptors back too,
+// since the kernel may have to keep them (a process's working directory):
+// the objects seen in a directory hold its inode, not its fd. A file below
+// detached directories opens them again on the way down, and keeps them.
+TEST_F(InodeTableTest, DetachedDirectoriesAreOpenedAgainOnTheWayToAFile) {
+  test::make_dirs(dir_ / "d/e");
+  test::write_file(dir_ / "d/e/f", "f");
+  InodeRef root = table_.get(FUSE_ROOT_ID);
   InodeRef d = table_.remember(found_for(dir_ / "d", ObjectKind::container));
+  InodeRef e = table_.remember(found_for(dir_ / "d/e", ObjectKind::container));
+  InodeRef f = table_.remember(found_for(dir_ / "d/e/f", ObjectKind::sealed_file));
   d->seen_at(*root, "d");
-  EXPECT_FALSE(d->detach());
+  e->seen_at(*d, "e");
+  f->seen_at(*e, "f");
+  EXPECT_EQ(table_.files(), 1u);
+  const std::int64_t live = UniqueFd::live();
+  ASSERT_TRUE(d->detach()) << "a name seen in d holds no descriptor of d";
+  ASSERT_TRUE(e->detach());
+  ASSERT_TRUE(f->detach());
+  EXPECT_FALSE(root->detach()) << "the root has no name to open it by";
+  EXPECT_EQ(UniqueFd::live(), live - 3);
+  struct stat st {};
+  ASSERT_EQ(::fstatat(f->path_fd()->get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW), 0);
+  EXPECT_EQ(st.st_ino, f->ino);
+  EXPECT_TRUE(d->attached());
+  EXPECT_TRUE(e->attached());
+  EXPECT_EQ(UniqueFd::live(), live);
+  EXPECT_EQ(f->last_seen().hint().dir_fd, e->path_fd()->get());
+  // A directory moved behind the mount: what is below it is stale, not another object's.
+  ASSERT_TRUE(f->detach());
+  ASSERT_TRUE(e->detach());
+  ASSERT_TRUE(d->detach());
+  ASSERT_EQ(::rename((dir_ / "d").c_str(), (dir_ / "moved").c_str()), 0);
+  test::make_dirs(dir_ / "d/e");
+  test::write_file(dir_ / "d/e/f", "other");
+  EXPECT_FALSE(f->path_fd()->valid());
+  EXPECT_FALSE(d->attached());
+  EXPECT_EQ(f->last_seen().dir, nullptr) << "no hint into a directory that is not d";
 }
 
 // cold(): what no request used since the last call, oldest first, only
@@ -160,8 +202,8 @@ TEST_F(InodeTableTest, ColdListsInodesUnusedSinceTheLastLook) {
   EXPECT_EQ(cold[0].inode, a);
 }
 
-// Directories only after files (the kernel drops a directory's unused
-// descendants with it), the newest first (the oldest is everyone's ancestor).
+// Directories only after files (only files are asked to be forgotten), the
+// newest first (the oldest is everyone's ancestor).
 TEST_F(InodeTableTest, ColdListsDirectoriesAfterFilesNewestFirst) {
   InodeRef root = table_.get(FUSE_ROOT_ID);
   test::make_dirs(dir_ / "d");
