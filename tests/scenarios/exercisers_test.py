@@ -15,7 +15,8 @@ volatile tmp/, the plain passthrough path TileLang's temporary files take).
               rewriting a tenth of the sources, 4 rsyncs at once into one
               tree; a small tree (/usr/include/openssl) many times
   cp/tar/unzip  a tree with odd modes, a symlink, UTF-8 names, repeated
-  git         clone of a real repository, commits, gc, fsck --full
+  git         clone of a real repository, commits, gc, fsck --full; the
+              same against a daemon limited to 1,024 descriptors
   python      -m venv, pip install of a small wheel from PyPI, import;
               compileall of a tree, import from it
 
@@ -826,6 +827,16 @@ class Exercisers(sm.ScenarioTestCase):
         self.git_source()
         self.git_heads: dict[int, str] = {}
         self.exercise("git", self._git)
+
+    def test_git_daemon_with_1024_descriptors(self) -> None:
+        """Issue 24: the same rounds against a daemon limited to 1,024
+        descriptors, so that each checkout takes the inode table past its
+        bound (277) while git works in the clone: 'git fsck' failed 2 runs in
+        5 with getcwd() ENOENT when the daemon asked the kernel to forget the
+        directory git was working in."""
+        self.git_source()
+        self.git_heads = {}
+        self.exercise("git-1024", self._git, daemon_prefix=["prlimit", "--nofile=1024:1024", "--"])
 
     def _git(self, run: Run) -> None:
         env = self.git_env()
