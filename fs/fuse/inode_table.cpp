@@ -44,8 +44,14 @@ std::shared_ptr<const UniqueFd> Inode::path_fd() const {
   UniqueFd fd = reopen();
   if (!fd) return std::make_shared<const UniqueFd>();  // not kept: tried again next time
   std::lock_guard lock(mu_);
-  if (!fd_) fd_ = std::make_shared<const UniqueFd>(std::move(fd));
+  attach_locked(std::move(fd));
   return fd_;
+}
+
+void Inode::attach_locked(UniqueFd fd) const {
+  if (fd_) return;
+  fd_ = std::make_shared<const UniqueFd>(std::move(fd));
+  if (directory && attach_log_) attach_log_->note(id);
 }
 
 // Up from this inode to the nearest directory that holds its fd, then down
@@ -74,7 +80,7 @@ UniqueFd Inode::reopen() const {
     UniqueFd fd = open_same(base->get(), chain[i].second, dir.dev, dir.ino);
     if (!fd) return {};
     std::lock_guard lock(dir.mu_);
-    if (!dir.fd_) dir.fd_ = std::make_shared<const UniqueFd>(std::move(fd));
+    dir.attach_locked(std::move(fd));
     base = dir.fd_;
   }
   return open_same(base->get(), chain.front().second, dev, ino);
@@ -122,8 +128,10 @@ InodeRef InodeTable::remember(Found&& found) {
       slot.inode->kind = found.kind;
       // A directory keeps the descriptor it has (it has one name, which an
       // O_PATH fd follows through renames) unless it was detached.
-      if (found.fd && (!S_ISDIR(found.st.st_mode) || !slot.inode->attached()))
+      if (found.fd && (!S_ISDIR(found.st.st_mode) || !slot.inode->attached())) {
         slot.inode->replace_path_fd(std::move(found.fd));
+        sweepable_.emplace(slot.inode->id, slot.inode);
+      }
     }
     return slot.inode;
   }
@@ -131,8 +139,10 @@ InodeRef InodeTable::remember(Found&& found) {
   auto inode =
       std::make_shared<Inode>(id, std::move(found.fd), key.first, key.second, S_ISDIR(found.st.st_mode));
   inode->kind = found.kind;
+  inode->attach_log_ = attach_log_;
   by_key_[key] = id;
   by_id_[id] = Slot{inode, 1};
+  sweepable_.emplace(id, inode);
   if (!inode->directory) ++files_;
   return inode;
 }
@@ -147,6 +157,7 @@ bool InodeTable::forget(fuse_ino_t id, std::uint64_t nlookup) {
   if (slot.nlookup == 0) {
     by_key_.erase({slot.inode->dev, slot.inode->ino});
     if (!slot.inode->directory) --files_;
+    sweepable_.erase(id);
     by_id_.erase(it);
     return true;
   }
@@ -189,26 +200,26 @@ std::vector<InodeTable::Cold> InodeTable::cold(std::size_t n) {
   if (n == 0) return files;
   {
     std::lock_guard lock(mu_);
-    for (const auto& [id, slot] : by_id_) {
-      if (id == FUSE_ROOT_ID || slot.inode->used_.exchange(false, std::memory_order_relaxed)) continue;
-      Inode::Name seen = slot.inode->last_name();
-      if (seen.parent != 0)
-        (slot.inode->directory ? dirs : files).push_back(Cold{slot.inode, std::move(seen)});
+    for (const fuse_ino_t id : attach_log_->take())
+      if (auto it = by_id_.find(id); it != by_id_.end()) sweepable_.emplace(id, it->second.inode);
+    // Ids grow with each new inode: the lowest were looked up longest ago.
+    for (auto it = sweepable_.begin(); it != sweepable_.end();) {
+      const InodeRef& inode = it->second;
+      if (inode->directory && !inode->attached()) {
+        it = sweepable_.erase(it);  // nothing to give back until it is opened again
+        continue;
+      }
+      Inode::Name seen;
+      if (!inode->used_.exchange(false, std::memory_order_relaxed)) seen = inode->last_name();
+      if (seen.parent != 0) (inode->directory ? dirs : files).push_back(Cold{inode, std::move(seen)});
+      ++it;
     }
   }
-  // Ids grow with each new inode: the lowest were looked up longest ago.
-  const auto older = [](const Cold& a, const Cold& b) { return a.inode->id < b.inode->id; };
-  const auto newer = [](const Cold& a, const Cold& b) { return a.inode->id > b.inode->id; };
-  std::sort(files.begin(), files.end(), older);
   if (files.size() >= n) {
     files.resize(n);
     return files;
   }
-  std::sort(dirs.begin(), dirs.end(), newer);
-  for (auto& d : dirs) {
-    if (files.size() >= n) break;
-    files.push_back(std::move(d));
-  }
+  for (auto d = dirs.rbegin(); d != dirs.rend() && files.size() < n; ++d) files.push_back(std::move(*d));
   return files;
 }
 

@@ -28,6 +28,26 @@
 
 namespace sealfs::fuse {
 
+// Ids of directories that took a descriptor again outside the table's lock
+// (Inode::path_fd): InodeTable::cold drains it, so that it looks only at
+// the inodes that hold a descriptor or are files, not at every directory
+// the kernel keeps (200,000 in a cache of a million files).
+class AttachLog {
+ public:
+  void note(fuse_ino_t id) {
+    std::lock_guard lock(mu_);
+    ids_.push_back(id);
+  }
+  std::vector<fuse_ino_t> take() {
+    std::lock_guard lock(mu_);
+    return std::exchange(ids_, {});
+  }
+
+ private:
+  std::mutex mu_;  // a leaf: nothing else is locked while it is held
+  std::vector<fuse_ino_t> ids_;
+};
+
 class Inode : public std::enable_shared_from_this<Inode> {
  public:
   Inode(fuse_ino_t inode_id, UniqueFd fd, dev_t backing_dev, ino_t backing_ino, bool is_directory = false)
@@ -133,6 +153,11 @@ class Inode : public std::enable_shared_from_this<Inode> {
   };
   // The fd, opened again by name if detached; null when that fails.
   UniqueFd reopen() const;
+  // Sets fd_ if still unset (under mu_ held by the caller); a directory
+  // says so to the table's AttachLog.
+  void attach_locked(UniqueFd fd) const;
+
+  std::shared_ptr<AttachLog> attach_log_;  // set by the table before the inode is shared
 
   mutable std::mutex mu_;
   mutable std::shared_ptr<const UniqueFd> fd_;  // null while detached
@@ -189,6 +214,11 @@ class InodeTable {
   std::map<std::pair<dev_t, ino_t>, fuse_ino_t> by_key_;
   fuse_ino_t next_id_ = FUSE_ROOT_ID + 1;
   std::size_t files_ = 0;
+  // What cold() looks at, by id (so oldest first): every file, and the
+  // directories holding a descriptor. A detached directory leaves it at
+  // the next cold() and comes back through attach_log_.
+  std::map<fuse_ino_t, InodeRef> sweepable_;
+  std::shared_ptr<AttachLog> attach_log_ = std::make_shared<AttachLog>();
 };
 
 }  // namespace sealfs::fuse

@@ -222,6 +222,42 @@ TEST_F(InodeTableTest, ColdListsDirectoriesAfterFilesNewestFirst) {
   EXPECT_EQ(cold[2].inode, d);
 }
 
+// cold() looks at files and at directories that hold a descriptor, not at
+// every directory the kernel keeps (a million-file cache keeps 200,000): a
+// detached directory is left out until a request opens it again.
+TEST_F(InodeTableTest, ColdLeavesOutDetachedDirectoriesUntilOpenedAgain) {
+  InodeRef root = table_.get(FUSE_ROOT_ID);
+  test::make_dirs(dir_ / "d");
+  test::write_file(dir_ / "d/f", "f");
+  InodeRef d = table_.remember(found_for(dir_ / "d", ObjectKind::container));
+  InodeRef f = table_.remember(found_for(dir_ / "d/f", ObjectKind::sealed_file));
+  d->seen_at(*root, "d");
+  f->seen_at(*d, "f");
+  EXPECT_TRUE(table_.cold(10).empty());
+  ASSERT_TRUE(d->detach());
+  ASSERT_TRUE(f->detach());
+  auto cold = table_.cold(10);
+  ASSERT_EQ(cold.size(), 1u) << "the detached directory is still looked at";
+  EXPECT_EQ(cold[0].inode, f) << "a detached file may still be asked to be forgotten";
+  table_.get(f->id);                   // a request on f
+  ASSERT_TRUE(f->path_fd()->valid());  // opens d again on the way
+  ASSERT_TRUE(d->attached());
+  cold = table_.cold(10);
+  ASSERT_EQ(cold.size(), 1u) << "d, opened again outside the table, is not looked at again";
+  EXPECT_EQ(cold[0].inode, d);
+  cold = table_.cold(10);
+  ASSERT_EQ(cold.size(), 2u);
+  EXPECT_EQ(cold[0].inode, f);
+  EXPECT_EQ(cold[1].inode, d);
+  // Given the lookup's descriptor: looked at again too.
+  ASSERT_TRUE(d->detach());
+  EXPECT_EQ(table_.cold(10).size(), 1u);
+  table_.remember(found_for(dir_ / "d", ObjectKind::container));
+  EXPECT_TRUE(d->attached());
+  EXPECT_EQ(table_.cold(10).size(), 1u) << "d's lookup marked it used";
+  EXPECT_EQ(table_.cold(10).size(), 2u);
+}
+
 TEST(HandleTableTest, TakeRemovesAndUnknownIsNull) {
   HandleTable<int> handles;
   const auto id = handles.add(std::make_shared<int>(7));
