@@ -23,6 +23,7 @@ constexpr std::pair<std::string_view, Field> kScalars[] = {
     {"hits", &MetricsSnapshot::hits},
     {"in_progress", &MetricsSnapshot::in_progress},
     {"inode_bound", &MetricsSnapshot::inode_bound},
+    {"inode_files", &MetricsSnapshot::inode_files},
     {"inodes", &MetricsSnapshot::inodes},
     {"judgements", &MetricsSnapshot::judgements},
     {"lookups", &MetricsSnapshot::lookups},
@@ -163,6 +164,7 @@ MetricsSnapshot Metrics::snapshot(const Gauges& gauges) const {
   s.open_handles = gauges.open_handles;
   s.parked_handles = gauges.parked_handles;
   s.inodes = gauges.inodes;
+  s.inode_files = gauges.inode_files;
   s.inode_bound = gauges.inode_bound;
   s.descriptors = gauges.descriptors;
   s.descriptor_limit = gauges.descriptor_limit;

@@ -58,8 +58,9 @@ struct Gauges {
   std::uint64_t in_progress = 0;     // files open for writing through the mount, until sealed (R4)
   std::uint64_t open_handles = 0;    // open file and directory handles
   std::uint64_t parked_handles = 0;  // handles holding no descriptor until their next use
-  std::uint64_t inodes = 0;          // objects the kernel holds (one descriptor each)
-  std::uint64_t inode_bound = 0;     // the most kept; past it the kernel is asked to forget
+  std::uint64_t inodes = 0;          // objects the kernel holds (a descriptor each while used)
+  std::uint64_t inode_files = 0;     // of inodes, those not directories: what the bound counts
+  std::uint64_t inode_bound = 0;     // the most files kept; past it the kernel is asked to forget
   std::uint64_t descriptors = 0;     // the daemon's open descriptors
   std::uint64_t descriptor_limit = 0;
 };
@@ -97,6 +98,7 @@ struct MetricsSnapshot {
   std::uint64_t open_handles = 0;      // gauge
   std::uint64_t parked_handles = 0;    // gauge
   std::uint64_t inodes = 0;            // gauge
+  std::uint64_t inode_files = 0;       // gauge
   std::uint64_t inode_bound = 0;       // gauge
   std::uint64_t descriptors = 0;       // gauge
   std::uint64_t descriptor_limit = 0;  // gauge

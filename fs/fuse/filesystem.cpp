@@ -48,6 +48,7 @@ void Filesystem::attach_hooks(StoreOptions& options) {
     g.open_handles = files.size() + dirs.size() + implicit.size();
     g.parked_handles = parked_handles.load(std::memory_order_relaxed);
     g.inodes = inodes.size();
+    g.inode_files = inodes.files();
     g.inode_bound = evictor.bound();
     g.descriptors = open_descriptors();
     g.descriptor_limit = descriptor_limit();

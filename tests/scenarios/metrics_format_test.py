@@ -61,6 +61,7 @@ EXPECTED_TYPES = {
     "sealfs_open_handles": "gauge",
     "sealfs_parked_handles": "gauge",
     "sealfs_inodes": "gauge",
+    "sealfs_inode_files": "gauge",
     "sealfs_inode_bound": "gauge",
     "sealfs_descriptors": "gauge",
     "sealfs_descriptor_limit": "gauge",

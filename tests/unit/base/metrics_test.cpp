@@ -27,7 +27,8 @@ TEST(Metrics, ZeroJsonListsEveryCounterSorted) {
                   "\"descriptors\":0,\"files_hashed\":0,\"hidden\":0,"
                   "\"hidden_by_reason\":") +
           kZeroByReason +
-          ",\"hits\":0,\"in_progress\":0,\"inode_bound\":0,\"inodes\":0,\"judgements\":0,\"lookups\":0,"
+          ",\"hits\":0,\"in_progress\":0,\"inode_bound\":0,\"inode_files\":0,\"inodes\":0,\"judgements\":0,"
+          "\"lookups\":0,"
           "\"misses\":0,\"open_handles\":0,\"parked_handles\":0,\"passthrough_opens\":0,"
           "\"publish_seconds\":{\"bounds_us\":[500,1000,2500,5000,10000,25000,50000,100000,250000,500000,"
           "1000000,2500000,5000000,10000000],\"counts\":[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0],\"sum_ns\":0},"

@@ -142,7 +142,7 @@ TEST(MetricsText, EveryFamilyFollowsTheNamingRules) {
     EXPECT_EQ(line.rfind(family, 0), 0u) << line << " outside " << family;
     EXPECT_NE(line.find("mountpoint=\"/m\""), std::string::npos) << line;
   }
-  EXPECT_EQ(families.size(), 24u);
+  EXPECT_EQ(families.size(), 25u);
 }
 
 TEST(MetricsText, SecondsAreExactShortestDecimals) {
