@@ -28,6 +28,7 @@ Status load_listing(Filesystem& fs, DirHandle& dir) {
   if (!listing) return listing.error();
   dir.items = std::move(listing->items);
   dir.judged = std::move(listing->judged);
+  dir.listed = true;
   return {};
 }
 
@@ -106,6 +107,8 @@ size_t add_entry(Filesystem& fs, ReplyBuffer& out, const DirHandle& dir, size_t 
 // of the listing. A listing that may still change within the directory's
 // timestamp tick (not settled) is dropped from the kernel again once that
 // tick has surely passed, since the kernel revalidates its copy by mtime.
+// The handle leaves once its listing was read to the end (see do_readdir);
+// a read that continues after that lists afresh, as a rewind would.
 std::shared_ptr<DirHandle> implicit_dir(fuse_req_t req, Filesystem& fs, fuse_ino_t ino, off_t off) {
   InodeRef inode = inode_or_reply(req, ino);
   if (!inode) return nullptr;
@@ -114,8 +117,15 @@ std::shared_ptr<DirHandle> implicit_dir(fuse_req_t req, Filesystem& fs, fuse_ino
     made->inode = inode;
     return made;
   });
-  if (off != 0) return dir;
   std::lock_guard lock(dir->mu);
+  if (off != 0) {
+    if (dir->listed) return dir;
+    if (Status s = load_listing(fs, *dir); !s) {
+      reply_error(req, s.error());
+      return nullptr;
+    }
+    return dir;
+  }
   auto listing = fs.store->list(inode->path_fd()->get());
   if (!listing) {
     reply_error(req, listing.error());
@@ -123,6 +133,7 @@ std::shared_ptr<DirHandle> implicit_dir(fuse_req_t req, Filesystem& fs, fuse_ino
   }
   dir->items = std::move(listing->items);
   dir->judged = std::move(listing->judged);
+  dir->listed = true;
   dir->fresh = true;
   if (!listing->settled) {
     Invalidation again;
@@ -160,6 +171,10 @@ void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_fil
       out.used += entsize;
     }
     dir->judged.clear();  // a later reading judges again: its verdicts may be old by then
+    // The kernel's last read of a listing (past its end, answered empty):
+    // an implicit handle lets its items go rather than keep them for as long
+    // as the kernel keeps the directory (200,000 in a million-file cache).
+    if (fi->fh == 0 && off > 0 && static_cast<size_t>(off) >= total) fs.implicit_dirs.forget(ino);
     fuse_reply_buf(req, buf.data(), out.used);
   });
 }

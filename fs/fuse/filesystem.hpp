@@ -89,7 +89,8 @@ struct DirHandle {
   // What the listing judged of each item (Listing::judged), for the first
   // readdirplus after it was taken only; then cleared.
   std::vector<ListedVerdict> judged;
-  bool fresh = false;  // taken at opendir and not read yet: the first read needs no other
+  bool fresh = false;   // taken at opendir and not read yet: the first read needs no other
+  bool listed = false;  // items hold a listing (not yet in an implicit handle made for a continued read)
 };
 
 // libfuse allocates fuse_conn_info_opts with malloc.
