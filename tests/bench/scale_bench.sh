@@ -16,7 +16,8 @@
 # the RSS each remembered inode costs; and offline, `sealfs fsck` against
 # `sha256sum` of the same files on both cores. Prints a Markdown table.
 # Needs root (drop_caches, prlimit) and python3. WORK (default a new
-# directory under /tmp) holds everything; KEEP=1 leaves it.
+# directory under /tmp) holds everything; KEEP=1 leaves it, and REUSE=1 with
+# that WORK skips the save and measures the store saved there.
 set -euo pipefail
 
 SEALFS=$(realpath "${1:-build/release/fs/sealfs}")
@@ -108,31 +109,35 @@ record() {
   drss[$1]="$(($(rss_kb "$PID") / 1024)) MB"
 }
 
-echo "saving $FILES files ($((FILES / 4)) entries) through a mount limited to $LIMIT descriptors..." >&2
-mount_it "$LIMIT"
-PID=$(daemon_pid)
-(
-  max_fd=0 max_rss=0
-  while kill -0 "$PID" 2>/dev/null; do
-    f=$(fds "$PID") r=$(rss_kb "$PID" || echo 0)
-    ((f > max_fd)) && max_fd=$f
-    ((r > max_rss)) && max_rss=$r
-    echo "$max_fd $max_rss" >"$WORK/save_max"
-    sleep 0.2
-  done
-) &
-SAMPLER=$!
-t0=$(now)
-save_entries "$M"
-sealfs[save]=$(printf '%.1f s' "$(since "$t0")")
-read -r f r <"$WORK/save_max"
-dfd[save]="$f (most)"
-drss[save]="$((r / 1024)) MB (most)"
-kill "$SAMPLER" 2>/dev/null || true
-SAMPLER=
-echo "saved; inodes $(gauge inodes) of bound $(gauge inode_bound), descriptors $(gauge descriptors)" >&2
-unmount "$M"
-sleep 1
+if [[ ${REUSE:-0} == 1 && -d $B/kernels ]]; then
+  echo "reusing the store saved in $B (the save row stays empty)" >&2
+else
+  echo "saving $FILES files ($((FILES / 4)) entries) through a mount limited to $LIMIT descriptors..." >&2
+  mount_it "$LIMIT"
+  PID=$(daemon_pid)
+  (
+    max_fd=0 max_rss=0
+    while kill -0 "$PID" 2>/dev/null; do
+      f=$(fds "$PID") r=$(rss_kb "$PID" || echo 0)
+      ((f > max_fd)) && max_fd=$f
+      ((r > max_rss)) && max_rss=$r
+      echo "$max_fd $max_rss" >"$WORK/save_max"
+      sleep 0.2
+    done
+  ) &
+  SAMPLER=$!
+  t0=$(now)
+  save_entries "$M"
+  sealfs[save]=$(printf '%.1f s' "$(since "$t0")")
+  read -r f r <"$WORK/save_max"
+  dfd[save]="$f (most)"
+  drss[save]="$((r / 1024)) MB (most)"
+  kill "$SAMPLER" 2>/dev/null || true
+  SAMPLER=
+  echo "saved; inodes $(gauge inodes) of bound $(gauge inode_bound), descriptors $(gauge descriptors)" >&2
+  unmount "$M"
+  sleep 1
+fi
 (cd "$B" && find kernels -type f -not -name '.sealfs*' | sort) >"$WORK/files"
 echo "files in B: $(wc -l <"$WORK/files")" >&2
 
