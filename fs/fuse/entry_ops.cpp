@@ -236,7 +236,11 @@ void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     auto unparked = unpark_object(fs, removed.first, removed.second);
     if (!unparked) return reply_error(req, unparked.error());
     auto gate = fs.writers.hold({removed});
-    fuse_reply_err(req, fs.store->unlink(dfd->get(), name).code());
+    const Status s = fs.store->unlink(dfd->get(), name);
+    // Another name of the object (a hard link) is where it is opened again.
+    if (s)
+      if (InodeRef inode = fs.inodes.find(removed.first, removed.second)) inode->unseen_at(*dir, name);
+    fuse_reply_err(req, s.code());
   });
 }
 

@@ -100,6 +100,17 @@ Inode::SeenAt Inode::last_seen() const {
   return seen;
 }
 
+void Inode::unseen_at(const Inode& dir, std::string_view name) {
+  std::lock_guard lock(mu_);
+  const auto at = [&](const Place& p) { return p.parent == dir.id && p.name == name; };
+  if (other_place_ && at(*other_place_)) {
+    other_place_.reset();
+  } else if (at(place_) && other_place_) {
+    place_ = std::move(*other_place_);
+    other_place_.reset();
+  }
+}
+
 bool Inode::detach() {
   std::lock_guard lock(mu_);
   if (!fd_ || place_.dir.expired() || fd_.use_count() != 1) return false;

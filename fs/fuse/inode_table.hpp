@@ -111,11 +111,19 @@ class Inode : public std::enable_shared_from_this<Inode> {
     fuse_ino_t parent = 0;
     PlaceHint hint() const { return dir ? PlaceHint{dir->get(), name} : PlaceHint{}; }
   };
+  // The name before the last one is kept too: with hard links, the name
+  // seen last may be the one removed next (git links tmp_obj_X to its
+  // object's name, looks tmp_obj_X up again, and unlinks it).
   void seen_at(const Inode& dir, std::string_view name) {
     Place fresh{dir.weak_from_this(), std::string(name), dir.id};
     std::lock_guard lock(mu_);
-    std::swap(place_, fresh);
+    if (fresh.parent == place_.parent && fresh.name == place_.name) return;
+    if (place_.parent != 0) other_place_ = std::make_unique<Place>(std::move(place_));
+    place_ = std::move(fresh);
   }
+  // The name (dir, name) was removed through the mount: the inode is known
+  // by its other name, if it was seen under one, from now on.
+  void unseen_at(const Inode& dir, std::string_view name);
   // A copy: the caller's hint stays valid however the inode is seen meanwhile.
   SeenAt last_seen() const;
   // The name only (no descriptor opened): parent 0 when never seen.
@@ -162,7 +170,8 @@ class Inode : public std::enable_shared_from_this<Inode> {
   mutable std::mutex mu_;
   mutable std::shared_ptr<const UniqueFd> fd_;  // null while detached
   Place place_;
-  bool reported_ = false;  // under mu_, with the two below
+  std::unique_ptr<Place> other_place_;  // the name seen before place_, if another (hard links)
+  bool reported_ = false;               // under mu_, with the two below
   struct timespec reported_mtime_ {};
   off_t reported_size_ = 0;
   std::atomic<bool> changed_here_{false};

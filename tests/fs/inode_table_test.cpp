@@ -182,6 +182,26 @@ TEST_F(InodeTableTest, DetachedDirectoriesAreOpenedAgainOnTheWayToAFile) {
   EXPECT_EQ(f->last_seen().dir, nullptr) << "no hint into a directory that is not d";
 }
 
+// git's loose objects: tmp_obj_X is linked to the object's name, looked up
+// again and unlinked. The inode was last seen under the name removed; a
+// detached one is opened again by its other name, not answered ESTALE
+// ('loose object … is corrupt' on a 1,024-descriptor daemon).
+TEST_F(InodeTableTest, AnObjectWhoseLastSeenNameIsRemovedIsOpenedByItsOtherName) {
+  InodeRef root = table_.get(FUSE_ROOT_ID);
+  InodeRef a = table_.remember(found_for(dir_ / "a", ObjectKind::sealed_file));
+  a->seen_at(*root, "a");
+  ASSERT_EQ(::link((dir_ / "a").c_str(), (dir_ / "object").c_str()), 0);
+  a->seen_at(*root, "object");  // the LINK's reply
+  a->seen_at(*root, "a");       // a LOOKUP of the old name
+  ASSERT_EQ(::unlink((dir_ / "a").c_str()), 0);
+  a->unseen_at(*root, "a");
+  EXPECT_EQ(a->last_name().name, "object");
+  ASSERT_TRUE(a->detach());
+  ASSERT_TRUE(a->path_fd()->valid()) << "opened again by the name removed";
+  a->unseen_at(*root, "object");  // its only name left: nothing else to go by
+  EXPECT_EQ(a->last_name().name, "object");
+}
+
 // cold(): what no request used since the last call, oldest first, only
 // inodes seen under a name (the kernel is asked to forget them by it).
 TEST_F(InodeTableTest, ColdListsInodesUnusedSinceTheLastLook) {
