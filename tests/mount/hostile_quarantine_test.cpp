@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -14,6 +13,7 @@
 
 #include "tests/mount/daemon_fd_limit.hpp"
 #include "tests/mount/mount_test_util.hpp"
+#include "tests/support/process.hpp"
 
 namespace sealfs::test {
 namespace {
@@ -27,35 +27,15 @@ class HostileQuarantine : public ::testing::Test {
   }
 
   // A writer (another process) creates name through the mount, writes data
-  // at offset, waits for `go` (when given) and dies of SIGKILL with the file
-  // still open: R4 abandons it into the quarantine. Returns its exit status.
+  // at offset, and dies of SIGKILL with the file still open (after
+  // before_exit, when given): R4 abandons it into the quarantine. Returns
+  // its exit status; a step that failed in the writer fails the test.
   int abandoned_write(const std::string& name, const std::string& data, off_t offset,
                       const std::function<void()>& before_exit = {}) {
-    int ready[2];
-    int go[2];
-    if (::pipe2(ready, O_CLOEXEC) != 0 || ::pipe2(go, O_CLOEXEC) != 0) return -1;
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      const int fd = ::open(mount_->m(name).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fd < 0 || ::pwrite(fd, data.data(), data.size(), offset) != static_cast<ssize_t>(data.size()))
-        ::_exit(100);
-      char c = 'r';
-      (void)!::write(ready[1], &c, 1);
-      (void)!::read(go[0], &c, 1);
-      ::kill(::getpid(), SIGKILL);  // dies with the file open: abandoned
-      ::_exit(1);
-    }
-    ::close(ready[1]);
-    ::close(go[0]);
-    char c = 0;
-    const bool started = ::read(ready[0], &c, 1) == 1;
-    ::close(ready[0]);
-    if (started && before_exit) before_exit();
-    (void)!::write(go[1], "g", 1);
-    ::close(go[1]);
-    int wstatus = 0;
-    ::waitpid(pid, &wstatus, 0);
-    return decode_wait_status(wstatus);
+    HeldWriter writer(mount_->m(name), data, offset);
+    EXPECT_EQ(writer.error(), "") << name << "\n" << mount_->log();
+    if (writer.error().empty() && before_exit) before_exit();
+    return writer.end(HeldWriter::kKilled);
   }
 
   std::vector<std::string> slots() const {

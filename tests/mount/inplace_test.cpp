@@ -3,13 +3,13 @@
 // of a signal with the file open. An exit, with any status, is a close.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 
 #include "core/base/digest.hpp"
 #include "core/manifest/manifest.hpp"
 #include "tests/mount/mount_test_util.hpp"
+#include "tests/support/process.hpp"
 
 namespace sealfs::test {
 namespace {
@@ -22,34 +22,16 @@ class InPlace : public ::testing::Test {
     ASSERT_TRUE(mount_->ok()) << mount_->error();
   }
 
-  // Fork a writer that creates name, writes data, tells us, then ends as
-  // `how` says with the file still open. Returns its decoded exit status.
+  // A writer (another process) creates name, writes data, and ends as `how`
+  // says (HeldWriter::end) with the file still open. Returns its exit status.
   int writer_that_dies(const std::string& name, const std::string& data, int how) {
-    int ready[2];
-    if (::pipe2(ready, O_CLOEXEC) != 0) return -1;
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::close(ready[0]);
-      const int fd = ::open(mount_->m(name).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fd < 0 || ::write(fd, data.data(), data.size()) != static_cast<ssize_t>(data.size())) ::_exit(100);
-      char c = 'r';
-      (void)!::write(ready[1], &c, 1);
-      if (how > 0) ::_exit(how);  // exits non-zero; the kernel closes the file
-      ::pause();                  // SIGKILLed here
-      ::_exit(101);
-    }
-    ::close(ready[1]);
-    char c = 0;
-    const bool started = ::read(ready[0], &c, 1) == 1;
-    ::close(ready[0]);
-    if (started && how == 0) {
-      // While the writer lives the file is in progress, hence visible.
+    HeldWriter writer(mount_->m(name), data);
+    EXPECT_EQ(writer.error(), "") << name << "\n" << mount_->log();
+    // While the writer lives the file is in progress, hence visible.
+    if (writer.error().empty()) {
       EXPECT_EQ(lstat_errno(mount_->m(name)), 0);
-      ::kill(pid, SIGKILL);
     }
-    int wstatus = 0;
-    ::waitpid(pid, &wstatus, 0);
-    return decode_wait_status(wstatus);
+    return writer.end(how);
   }
 
   bool quarantine_holds(const std::string& data) const {
@@ -83,7 +65,7 @@ TEST_F(InPlace, WriteIsVisibleAfterCloseAndSealed) {
 
 TEST_F(InPlace, SigkilledWriterLeavesNothingVisibleAndTheFileQuarantined) {
   const std::string data = "half-written by a killed writer";
-  EXPECT_EQ(writer_that_dies("killed", data, 0), 128 + SIGKILL);
+  EXPECT_EQ(writer_that_dies("killed", data, HeldWriter::kKilled), 128 + SIGKILL);
   EXPECT_TRUE(eventually([&] { return lstat_errno(mount_->m("killed")) == ENOENT; }));
   EXPECT_FALSE(list_dir(mount_->mountpoint()).count("killed"));
   EXPECT_TRUE(eventually([&] { return quarantine_holds(data); })) << "not in quarantine";
@@ -121,20 +103,7 @@ TEST_F(InPlace, ACommandThatExitsNonZeroKeepsItsOutput) {
 }
 
 TEST_F(InPlace, WriterExitingZeroWithTheFileOpenSeals) {
-  int ready[2];
-  ASSERT_EQ(::pipe2(ready, O_CLOEXEC), 0);
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const int fd = ::open(mount_->m("ok").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || ::write(fd, "fine", 4) != 4) ::_exit(100);
-    ::_exit(0);  // closes the file as it exits, normally
-  }
-  ::close(ready[0]);
-  ::close(ready[1]);
-  int wstatus = 0;
-  ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
-  ASSERT_EQ(decode_wait_status(wstatus), 0);
+  ASSERT_EQ(writer_that_dies("ok", "fine", 0), 0);
   EXPECT_TRUE(eventually([&] { return lstat_errno(mount_->b(".sealfs-manifest.ok")) == 0; }));
   EXPECT_EQ(read_file(mount_->m("ok")), "fine");
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <thread>
 
 #include "tests/support/temp_dir.hpp"
@@ -98,6 +99,83 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::vecto
   result.out = read_file(logs / "out").value_or("");
   result.err = read_file(logs / "err").value_or("");
   return result;
+}
+
+namespace {
+
+// What the child tells the parent: 'r' (ready), or the step that failed
+// ('o' open, 'w' pwrite) and its errno.
+struct WriterReport {
+  char step = 0;
+  int err = 0;
+};
+
+// In the child after fork: async-signal-safe steps only.
+[[noreturn]] void hold_written_file(const char* path, const std::string& data, off_t offset, int ready,
+                                    int go) {
+  WriterReport report{'r', 0};
+  const int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    report = {'o', errno};
+  else if (::pwrite(fd, data.data(), data.size(), offset) != static_cast<ssize_t>(data.size()))
+    report = {'w', errno};
+  (void)!::write(ready, &report, sizeof report);
+  if (report.step != 'r') ::_exit(100);
+  unsigned char how = 0;
+  if (::read(go, &how, 1) != 1 || how == 0xff) ::kill(::getpid(), SIGKILL);
+  ::_exit(how);
+}
+
+}  // namespace
+
+HeldWriter::HeldWriter(const std::string& path, const std::string& data, off_t offset) {
+  int ready[2];
+  int go[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) {
+    error_ = std::string("pipe: ") + std::strerror(errno);
+    return;
+  }
+  if (::pipe2(go, O_CLOEXEC) != 0) {
+    error_ = std::string("pipe: ") + std::strerror(errno);
+    ::close(ready[0]);
+    ::close(ready[1]);
+    return;
+  }
+  pid_ = ::fork();
+  if (pid_ == 0) hold_written_file(path.c_str(), data, offset, ready[1], go[0]);
+  const int fork_errno = errno;
+  ::close(ready[1]);
+  ::close(go[0]);
+  go_ = go[1];
+  if (pid_ < 0) {
+    error_ = std::string("fork: ") + std::strerror(fork_errno);
+  } else {
+    WriterReport report;
+    if (::read(ready[0], &report, sizeof report) != sizeof report)
+      error_ = "the writer died before it wrote";
+    else if (report.step != 'r')
+      error_ = std::string(report.step == 'o' ? "open: " : "pwrite: ") + std::strerror(report.err) +
+               " (errno " + std::to_string(report.err) + ")";
+  }
+  ::close(ready[0]);
+}
+
+int HeldWriter::end(int how) {
+  if (pid_ <= 0) return -1;
+  // A child that failed has exited: nothing reads the pipe (SIGPIPE).
+  const unsigned char code = how == kKilled ? 0xff : static_cast<unsigned char>(how);
+  if (error_.empty()) (void)!::write(go_, &code, 1);
+  ::close(go_);
+  go_ = -1;
+  int wstatus = 0;
+  const pid_t waited = ::waitpid(pid_, &wstatus, 0);
+  pid_ = -1;
+  return waited > 0 ? decode_wait_status(wstatus) : -1;
+}
+
+HeldWriter::~HeldWriter() {
+  if (pid_ > 0) (void)end(kKilled);
+  if (go_ >= 0) ::close(go_);
 }
 
 }  // namespace sealfs::test

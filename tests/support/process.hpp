@@ -35,4 +35,29 @@ int wait_process(pid_t pid, std::chrono::milliseconds limit);
 // Decode a waitpid() status the same way.
 int decode_wait_status(int wstatus);
 
+// A writer in another process (R4's tests of a writer's death): it creates
+// path, writes data at offset and keeps the file open until end() says how
+// it ends. A step that fails in the child is reported by error() (with its
+// errno), never by the child dying unnoticed.
+class HeldWriter {
+ public:
+  HeldWriter(const std::string& path, const std::string& data, off_t offset = 0);
+  ~HeldWriter();
+  HeldWriter(const HeldWriter&) = delete;
+  HeldWriter& operator=(const HeldWriter&) = delete;
+
+  // Empty while the child holds the file written; else what failed.
+  const std::string& error() const { return error_; }
+  pid_t pid() const { return pid_; }
+  // SIGKILL: dies with the file open. A code in 0..127: exits with it, the
+  // kernel closing the file. Returns the status as in ProcessResult.
+  static constexpr int kKilled = -1;
+  int end(int how);
+
+ private:
+  pid_t pid_ = -1;
+  int go_ = -1;  // the parent's end of the pipe that tells the child how to end
+  std::string error_;
+};
+
 }  // namespace sealfs::test
