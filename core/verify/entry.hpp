@@ -100,7 +100,7 @@ enum class VerifyDepth {
 class EntryVerifier {
  public:
   // max_cached bounds each verdict map; a verdict holds its manifest and stamps
-  // (1–2 KiB for a TileLang entry), and saves work only within the TTL.
+  // (about 3.5 KB for a TileLang entry: massif), and saves a parse and hashes while its stamps hold.
   // profile: where set, a symlink record under a name the profile hashes
   // makes the entry invalid (such a name must be a regular file). Verdicts
   // are cached per entry object, so an entry moved to a path the profile
