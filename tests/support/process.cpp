@@ -126,47 +126,44 @@ struct WriterReport {
   ::_exit(how);
 }
 
+// Both ends of a new pipe (close-on-exec), or none with errno set.
+bool make_pipe(UniqueFd& read_end, UniqueFd& write_end) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return false;
+  read_end.reset(fds[0]);
+  write_end.reset(fds[1]);
+  return true;
+}
+
 }  // namespace
 
 HeldWriter::HeldWriter(const std::string& path, const std::string& data, off_t offset) {
-  int ready[2];
-  int go[2];
-  if (::pipe2(ready, O_CLOEXEC) != 0) {
+  UniqueFd ready_read, ready_write, go_read;
+  if (!make_pipe(ready_read, ready_write) || !make_pipe(go_read, go_)) {
     error_ = std::string("pipe: ") + std::strerror(errno);
-    return;
-  }
-  if (::pipe2(go, O_CLOEXEC) != 0) {
-    error_ = std::string("pipe: ") + std::strerror(errno);
-    ::close(ready[0]);
-    ::close(ready[1]);
     return;
   }
   pid_ = ::fork();
-  if (pid_ == 0) hold_written_file(path.c_str(), data, offset, ready[1], go[0]);
-  const int fork_errno = errno;
-  ::close(ready[1]);
-  ::close(go[0]);
-  go_ = go[1];
+  if (pid_ == 0) hold_written_file(path.c_str(), data, offset, ready_write.get(), go_read.get());
   if (pid_ < 0) {
-    error_ = std::string("fork: ") + std::strerror(fork_errno);
-  } else {
-    WriterReport report;
-    if (::read(ready[0], &report, sizeof report) != sizeof report)
-      error_ = "the writer died before it wrote";
-    else if (report.step != 'r')
-      error_ = std::string(report.step == 'o' ? "open: " : "pwrite: ") + std::strerror(report.err) +
-               " (errno " + std::to_string(report.err) + ")";
+    error_ = std::string("fork: ") + std::strerror(errno);
+    return;
   }
-  ::close(ready[0]);
+  ready_write.reset();  // so that a writer's death reads as EOF
+  WriterReport report;
+  if (::read(ready_read.get(), &report, sizeof report) != sizeof report)
+    error_ = "the writer died before it wrote";
+  else if (report.step != 'r')
+    error_ = std::string(report.step == 'o' ? "open: " : "pwrite: ") + std::strerror(report.err) +
+             " (errno " + std::to_string(report.err) + ")";
 }
 
 int HeldWriter::end(int how) {
   if (pid_ <= 0) return -1;
   // A child that failed has exited: nothing reads the pipe (SIGPIPE).
   const unsigned char code = how == kKilled ? 0xff : static_cast<unsigned char>(how);
-  if (error_.empty()) (void)!::write(go_, &code, 1);
-  ::close(go_);
-  go_ = -1;
+  if (error_.empty()) (void)!::write(go_.get(), &code, 1);
+  go_.reset();
   int wstatus = 0;
   const pid_t waited = ::waitpid(pid_, &wstatus, 0);
   pid_ = -1;
@@ -175,7 +172,6 @@ int HeldWriter::end(int how) {
 
 HeldWriter::~HeldWriter() {
   if (pid_ > 0) (void)end(kKilled);
-  if (go_ >= 0) ::close(go_);
 }
 
 }  // namespace sealfs::test

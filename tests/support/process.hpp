@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/base/unique_fd.hpp"
+
 namespace sealfs::test {
 
 struct ProcessResult {
@@ -48,7 +50,6 @@ class HeldWriter {
 
   // Empty while the child holds the file written; else what failed.
   const std::string& error() const { return error_; }
-  pid_t pid() const { return pid_; }
   // SIGKILL: dies with the file open. A code in 0..127: exits with it, the
   // kernel closing the file. Returns the status as in ProcessResult.
   static constexpr int kKilled = -1;
@@ -56,7 +57,7 @@ class HeldWriter {
 
  private:
   pid_t pid_ = -1;
-  int go_ = -1;  // the parent's end of the pipe that tells the child how to end
+  UniqueFd go_;  // the parent's end of the pipe that tells the child how to end
   std::string error_;
 };
 
