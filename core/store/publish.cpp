@@ -173,12 +173,14 @@ Result<bool> Publisher::has_visible_children(int dir_fd) {
   return visible;
 }
 
-// Cheap refusals before any hashing; the same checks run again (with
-// quarantine of hidden objects) right before the rename.
+// RENAME_NOREPLACE refused before the source is hashed: a stat-only look at
+// the destination. clear_destination judges it again right before the
+// rename, so other renames skip this one (one judgement per side).
 Status Publisher::refuse_existing(const Move& m) {
+  if ((m.flags & RENAME_NOREPLACE) == 0) return {};
   auto dj = s_.judge.judge(m.dctx, m.dd, m.dn, VerifyDepth::stat_only);
   if (!dj) return dj.error();
-  if (dj->verdict == Verdict::visible && (m.flags & RENAME_NOREPLACE) != 0 && !same_object(dj->st, m.sj.st))
+  if (dj->verdict == Verdict::visible && !same_object(dj->st, m.sj.st))
     return make_error(EEXIST, std::string(m.dn) + " exists");
   return {};
 }

@@ -62,6 +62,30 @@ TEST_F(StoreTest, AListingJudgesEachNameOnce) {
   EXPECT_LE(judgements_of(store()) - before, 2u) << "an entry's two files";
 }
 
+// A rename judges its source once and its destination once: the early
+// stat-only look at the destination (before the source is hashed) is taken
+// only where it can refuse, for RENAME_NOREPLACE.
+TEST_F(StoreTest, ARenameJudgesEachSideOnce) {
+  make_dirs(B("c"));
+  write_file(B("tmp/f1"), "first");
+  ASSERT_TRUE(rename("tmp/f1", "c/f").ok());
+  ASSERT_TRUE(visible("c/f"));  // the destination's verdict is cached, as on a warm mount
+  write_file(B("tmp/f2"), "second");
+  auto before = judgements_of(store());
+  ASSERT_TRUE(rename("tmp/f2", "c/f").ok());
+  EXPECT_EQ(judgements_of(store()) - before, 2u) << "replacing a file entry";
+  publish_entry("k", {{"lib.so", "one"}});
+  ASSERT_TRUE(visible("c/k/lib.so"));
+  stage("tmp/k2", {{"lib.so", "two"}});
+  before = judgements_of(store());
+  ASSERT_TRUE(rename("tmp/k2", "c/k2").ok());
+  EXPECT_EQ(judgements_of(store()) - before, 2u) << "a directory entry to a free name";
+  write_file(B("tmp/f3"), "third");
+  before = judgements_of(store());
+  EXPECT_EQ(rename("tmp/f3", "c/f", RENAME_NOREPLACE).code(), EEXIST);
+  EXPECT_EQ(judgements_of(store()) - before, 2u) << "NOREPLACE refused before hashing";
+}
+
 TEST_F(StoreTest, UnlistedFilesAreHiddenAsUnlisted) {
   publish_entry("k", {{"a", "a"}});
   write_file(B("c/k/extra"), "not listed");
