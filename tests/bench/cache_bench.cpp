@@ -142,9 +142,12 @@ void add_options(CLI::App& app, Config& cfg) {
   app.add_flag(
       "!--no-floor", cfg.with_floor,
       "leave out the floor columns (fuse_floor: FUSE with no checks; -noopen: without OPEN/RELEASE)");
+  app.add_option("--peer", cfg.peer,
+                 "libfuse's passthrough_hp (3.17, FUSE passthrough on): a peer-hp column; "
+                 "tests/bench/build_peer.sh builds it");
   app.add_option("--targets", cfg.only,
                  "run only these columns (plain, plain+fsync, seed-check, bindfs, floor, floor-noopen, "
-                 "sealfs-saving, sealfs-fresh, sealfs-ro; sealfs or a variant's name: its three)")
+                 "peer-hp, sealfs-saving, sealfs-fresh, sealfs-ro; sealfs or a variant's name: its three)")
       ->delimiter(',');
   app.add_option("--variant", cfg.variants,
                  "NAME=BINARY[|OPTIONS]: three more sealfs columns (another build, other -o options)");

@@ -67,7 +67,7 @@ void add_variant(std::vector<Target>& targets, const Config& cfg, const std::str
 }  // namespace
 
 bool Target::saves() const {
-  return kind != Kind::kSeedCheck && kind != Kind::kFloorNoOpen &&
+  return kind != Kind::kSeedCheck && kind != Kind::kFloorNoOpen && kind != Kind::kPeer &&
          (kind != Kind::kSealfs || mode == Mode::kSaving);
 }
 
@@ -111,6 +111,8 @@ Mounted::Mounted(const Config& cfg, const Target& t, const fsys::path& backing, 
   } else if (t.floor()) {
     argv = {cfg.fuse_floor, backing.string(), mountpoint.string()};
     if (t.kind == Kind::kFloorNoOpen) argv.insert(argv.begin() + 1, "--no-open");
+  } else if (t.kind == Kind::kPeer) {
+    argv = {cfg.peer, "--foreground", backing.string(), mountpoint.string()};
   } else {
     argv = {cfg.bindfs,         "-f", "--no-allow-other", "-o", cfg.bindfs_options, backing.string(),
             mountpoint.string()};
@@ -182,6 +184,12 @@ std::vector<Target> make_targets(const Config& cfg, std::vector<std::string>& no
   if (cfg.with_floor) {
     targets.push_back(column(Kind::kFloor, "floor", cfg.fuse_floor));
     targets.push_back(column(Kind::kFloorNoOpen, "floor-noopen", cfg.fuse_floor));
+  }
+  if (!cfg.peer.empty() && !executable(cfg.peer)) {
+    notes.push_back("peer-hp: column skipped, " + cfg.peer +
+                    " is not executable (tests/bench/build_peer.sh)");
+  } else if (!cfg.peer.empty()) {
+    targets.push_back(column(Kind::kPeer, "peer-hp", cfg.peer));
   }
   add_sealfs_family(targets, "sealfs", cfg.sealfs, cfg.sealfs_options);
   for (const auto& v : cfg.variants) add_variant(targets, cfg, v);

@@ -17,8 +17,10 @@ int run_quiet(const std::vector<std::string>& argv);
 
 // seed-check is the plain directory with the seed's in-process check (the
 // library's SHA-256 compared with the digest saved at save time) before each
-// load.
-enum class Kind { kPlain, kPlainFsync, kSeedCheck, kBindfs, kFloor, kFloorNoOpen, kSealfs };
+// load. peer-hp is libfuse 3.17's own passthrough_hp (FUSE passthrough on, no
+// checks at all): what the fastest FUSE daemon does on this kernel, issue
+// 25's peer for the cold load.
+enum class Kind { kPlain, kPlainFsync, kSeedCheck, kBindfs, kFloor, kFloorNoOpen, kPeer, kSealfs };
 
 // How a sealfs column meets its store: the mount that saved the entries and
 // then loads them, a fresh mount over the saved store, or a fresh read-only
@@ -49,6 +51,7 @@ struct Config {
   std::string bindfs = "bindfs";
   std::string bindfs_options = "kernel_cache,entry_timeout=600,attr_timeout=600";
   std::string fuse_floor = FUSE_FLOOR_PATH;
+  std::string peer;  // passthrough_hp (tests/bench/build_peer.sh); empty: no peer-hp column
   fsys::path work;
   std::size_t entries = 200;
   std::vector<std::size_t> lib_sizes = {512u << 10, 8u << 20};
