@@ -6,9 +6,16 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <new>
+#include <span>
+#include <string>
+#include <string_view>
 
 #include "core/base/cancel.hpp"
+#include "core/base/result.hpp"
 
 namespace sealfs {
 

@@ -1,5 +1,7 @@
 #include "core/base/glob.hpp"
 
+#include <cstddef>
+#include <string_view>
 #include <vector>
 
 namespace sealfs {

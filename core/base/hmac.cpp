@@ -6,7 +6,14 @@
 #include <openssl/params.h>
 
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <span>
+#include <string_view>
+
+#include "core/base/digest.hpp"
+#include "core/base/result.hpp"
 
 namespace sealfs {
 namespace {

@@ -4,6 +4,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "core/base/result.hpp"
 
 namespace sealfs::json {
 

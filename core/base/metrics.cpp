@@ -1,11 +1,22 @@
 #include "core/base/metrics.hpp"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <numeric>
+#include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
+#include "core/base/hide_reason.hpp"
 #include "core/base/json_dom.hpp"
+#include "core/base/result.hpp"
 
 namespace sealfs {
 namespace {

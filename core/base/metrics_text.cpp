@@ -1,7 +1,15 @@
 #include "core/base/metrics_text.hpp"
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
+
+#include "core/base/hide_reason.hpp"
+#include "core/base/metrics.hpp"
 
 namespace sealfs {
 namespace {

@@ -7,7 +7,11 @@
 #include <cstdint>
 #include <cstring>
 #include <iostream>
+#include <memory>
+#include <string>
 #include <vector>
+
+#include "core/cuda/cuda.hpp"
 
 #if defined(SEALFS_WITH_CUDA_HEADERS) && __has_include(<cuda.h>)
 #include <cuda.h>

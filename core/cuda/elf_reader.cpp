@@ -4,7 +4,13 @@
 #include <elf.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <string>
 #include <string_view>
+#include <utility>
+
+#include "core/base/result.hpp"
+#include "core/cuda/byte_reader.hpp"
 
 namespace sealfs::cuda::detail {
 namespace {

@@ -2,9 +2,13 @@
 #include "core/cuda/fatbin.hpp"
 
 #include <cerrno>
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
+#include "core/base/result.hpp"
+#include "core/cuda/byte_reader.hpp"
 #include "core/cuda/elf_reader.hpp"
 #include "core/cuda/ptx_text.hpp"
 

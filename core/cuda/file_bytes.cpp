@@ -6,8 +6,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
 #include <limits>
+#include <memory>
 #include <utility>
+
+#include "core/base/result.hpp"
 
 namespace sealfs::cuda::detail {
 

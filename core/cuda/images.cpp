@@ -4,12 +4,18 @@
 // (TVM-based compilers such as TileLang keep device code in a data blob).
 #include <elf.h>
 
-#include <algorithm>
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 
+#include "core/base/result.hpp"
+#include "core/cuda/byte_reader.hpp"
 #include "core/cuda/cuda.hpp"
 #include "core/cuda/elf_reader.hpp"
 #include "core/cuda/fatbin.hpp"

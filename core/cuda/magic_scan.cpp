@@ -2,7 +2,10 @@
 // memmem, run once per magic, cost ~10x more on a 30 MB .rodata.
 #include "core/cuda/magic_scan.hpp"
 
+#include <cstdint>
 #include <cstring>
+
+#include "core/cuda/byte_reader.hpp"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>

@@ -4,6 +4,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "core/base/result.hpp"
+#include "core/cuda/byte_reader.hpp"
 
 namespace sealfs::cuda::detail {
 namespace {

@@ -1,9 +1,15 @@
 // The "cuda" content validator and its manifest record (see cuda.hpp).
+#include "core/verify/validator.hpp"
+
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <new>
-#include <tuple>
+#include <string_view>
+#include <utility>
+#include <vector>
 
+#include "core/base/result.hpp"
 #include "core/cuda/cuda.hpp"
 #include "core/cuda/driver.hpp"
 #include "core/cuda/file_bytes.hpp"

@@ -1,8 +1,11 @@
 #include "core/layout/names.hpp"
 
+#include <cerrno>
 #include <climits>
+#include <string_view>
 
 #include "core/base/digest.hpp"
+#include "core/base/result.hpp"
 
 namespace sealfs {
 

@@ -11,8 +11,15 @@
 #include <cerrno>
 #include <climits>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
-#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/base/result.hpp"
+#include "core/base/unique_fd.hpp"
 
 namespace sealfs {
 namespace {

@@ -5,10 +5,19 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
+#include "core/base/hmac.hpp"
+#include "core/base/result.hpp"
 #include "core/base/unique_fd.hpp"
 
 namespace sealfs {

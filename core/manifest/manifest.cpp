@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
+#include <map>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -13,7 +17,9 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "core/base/digest.hpp"
 #include "core/base/json_dom.hpp"
+#include "core/base/result.hpp"
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"   // kMaxTreeDepth
 #include "core/manifest/keys.hpp"  // is_valid_key_id

@@ -7,12 +7,19 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstdio>
+#include <optional>
+#include <string_view>
+#include <utility>
+#include <vector>
 
-#include "core/base/digest.hpp"
+#include "core/base/result.hpp"
+#include "core/base/stamp.hpp"
 #include "core/base/unique_fd.hpp"
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"
+#include "core/manifest/manifest.hpp"
 
 namespace sealfs {
 

@@ -1,6 +1,12 @@
 #include "core/manifest/manifest_mac.hpp"
 
+#include <string>
+#include <string_view>
+
 #include "core/base/hmac.hpp"
+#include "core/base/result.hpp"
+#include "core/manifest/keys.hpp"
+#include "core/manifest/manifest.hpp"
 
 namespace sealfs {
 namespace {

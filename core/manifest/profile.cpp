@@ -7,9 +7,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/base/glob.hpp"
 #include "core/base/json_dom.hpp"
+#include "core/base/result.hpp"
 #include "core/base/unique_fd.hpp"
 
 namespace sealfs {

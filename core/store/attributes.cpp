@@ -11,9 +11,14 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstddef>
+#include <ctime>
 #include <string>
 #include <string_view>
+#include <utility>
 
+#include "core/base/result.hpp"
+#include "core/base/unique_fd.hpp"
 #include "core/layout/paths.hpp"
 #include "core/store/impl.hpp"
 #include "core/store/store.hpp"

@@ -6,9 +6,20 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
+#include "core/base/hide_reason.hpp"
+#include "core/base/result.hpp"
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"
+#include "core/store/dir_context.hpp"
+#include "core/store/judge.hpp"
+#include "core/store/quarantine.hpp"
+#include "core/store/store.hpp"
+#include "core/verify/entry.hpp"
 
 namespace sealfs {
 

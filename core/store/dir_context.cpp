@@ -2,6 +2,17 @@
 
 #include <fcntl.h>
 
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/base/unique_fd.hpp"
 #include "core/layout/names.hpp"
 
 namespace sealfs {

@@ -7,16 +7,27 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <memory>
 #include <string>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "core/base/hide_reason.hpp"
+#include "core/base/result.hpp"
+#include "core/layout/names.hpp"
+#include "core/layout/paths.hpp"
+#include "core/store/dir_context.hpp"
 #include "core/store/impl.hpp"
 #include "core/store/judge.hpp"
 #include "core/store/offline_walk.hpp"
+#include "core/store/place.hpp"
+#include "core/store/progress.hpp"
+#include "core/store/store.hpp"
+#include "core/verify/entry.hpp"
 
 namespace sealfs {
 namespace {

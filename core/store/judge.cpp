@@ -5,13 +5,24 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 
+#include "core/base/hide_reason.hpp"
+#include "core/base/result.hpp"
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"
+#include "core/store/dir_context.hpp"
+#include "core/store/links.hpp"
 #include "core/store/place.hpp"
+#include "core/store/store.hpp"
+#include "core/verify/entry.hpp"
 
 namespace sealfs {
 namespace {

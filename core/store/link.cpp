@@ -5,12 +5,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <optional>
 #include <string>
 
+#include "core/base/result.hpp"
+#include "core/layout/names.hpp"
+#include "core/layout/paths.hpp"
+#include "core/manifest/manifest.hpp"
+#include "core/store/dir_context.hpp"
 #include "core/store/impl.hpp"
+#include "core/store/judge.hpp"
+#include "core/store/place.hpp"
 #include "core/store/publish.hpp"
+#include "core/store/records.hpp"
+#include "core/store/store.hpp"
+#include "core/verify/entry.hpp"
 
 namespace sealfs {
 namespace {

@@ -7,15 +7,27 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
-#include "core/layout/names.hpp"
+#include "core/base/digest.hpp"
+#include "core/base/result.hpp"
+#include "core/base/stamp.hpp"
+#include "core/base/unique_fd.hpp"
 #include "core/layout/paths.hpp"
+#include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_file.hpp"
 #include "core/manifest/manifest_mac.hpp"
 #include "core/store/records.hpp"
+#include "core/verify/entry.hpp"
+#include "core/verify/verifier.hpp"
 
 namespace sealfs {
 namespace {

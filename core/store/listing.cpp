@@ -1,7 +1,15 @@
 #include "core/store/listing.hpp"
 
-#include <cstddef>
+#include <chrono>
+#include <mutex>
+#include <optional>
 #include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/base/digest.hpp"
+#include "core/store/store.hpp"
 
 namespace sealfs {
 namespace {

@@ -8,9 +8,20 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
+#include "core/base/result.hpp"
+#include "core/base/unique_fd.hpp"
+#include "core/layout/names.hpp"
+#include "core/layout/paths.hpp"
+#include "core/store/dir_context.hpp"
 #include "core/store/impl.hpp"
+#include "core/store/judge.hpp"
 #include "core/store/publish.hpp"
+#include "core/store/space.hpp"
 #include "core/store/store.hpp"
 
 namespace sealfs {

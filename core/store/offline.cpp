@@ -7,13 +7,24 @@
 #include <cerrno>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
+#include "core/base/result.hpp"
+#include "core/layout/names.hpp"
+#include "core/layout/paths.hpp"
+#include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_file.hpp"
 #include "core/manifest/manifest_mac.hpp"
+#include "core/store/dir_context.hpp"
 #include "core/store/impl.hpp"
 #include "core/store/judge.hpp"
 #include "core/store/offline_walk.hpp"
+#include "core/store/place.hpp"
+#include "core/store/progress.hpp"
+#include "core/store/store.hpp"
+#include "core/verify/entry.hpp"
 
 namespace sealfs {
 

@@ -3,6 +3,9 @@
 
 #include <fcntl.h>
 
+#include <cstdint>
+#include <string>
+
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"
 

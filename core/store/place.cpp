@@ -6,11 +6,23 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
+#include <cstddef>
+#include <cstdint>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
+#include "core/base/result.hpp"
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"
+#include "core/manifest/profile.hpp"
+#include "core/store/dir_context.hpp"
+#include "core/store/store.hpp"
+#include "core/verify/entry.hpp"
 
 namespace sealfs {
 

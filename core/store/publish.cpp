@@ -67,14 +67,28 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>  // renameat2
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
+#include "core/base/hide_reason.hpp"
+#include "core/base/result.hpp"
+#include "core/layout/names.hpp"
+#include "core/layout/paths.hpp"
+#include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_file.hpp"
+#include "core/store/dir_context.hpp"
 #include "core/store/impl.hpp"
+#include "core/store/judge.hpp"
+#include "core/store/place.hpp"
+#include "core/store/records.hpp"
+#include "core/store/store.hpp"
+#include "core/verify/entry.hpp"
 
 namespace sealfs {
 namespace {

@@ -10,11 +10,20 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>  // renameat2
 #include <cstring>
+#include <ctime>
+#include <iterator>
+#include <mutex>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
+#include "core/base/metrics.hpp"
+#include "core/base/result.hpp"
 #include "core/base/unique_fd.hpp"
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"

@@ -10,18 +10,36 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <future>
+#include <mutex>
 #include <new>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <system_error>
+#include <utility>
+#include <vector>
 
+#include "core/base/result.hpp"
+#include "core/base/stamp.hpp"
+#include "core/layout/names.hpp"
+#include "core/layout/paths.hpp"
+#include "core/manifest/keys.hpp"
+#include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_file.hpp"
 #include "core/manifest/manifest_mac.hpp"
+#include "core/store/dir_context.hpp"
 #include "core/store/impl.hpp"
 #include "core/store/links.hpp"
 #include "core/store/publish.hpp"
+#include "core/store/store.hpp"
+#include "core/verify/validator.hpp"
 
 namespace sealfs {
 namespace {

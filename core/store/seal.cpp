@@ -11,11 +11,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "core/base/hide_reason.hpp"
+#include "core/base/result.hpp"
+#include "core/layout/names.hpp"
+#include "core/layout/paths.hpp"
+#include "core/store/dir_context.hpp"
 #include "core/store/impl.hpp"
+#include "core/store/place.hpp"
+#include "core/store/store.hpp"
 
 namespace sealfs {
 

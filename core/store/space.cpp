@@ -3,9 +3,20 @@
 
 #include <fcntl.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "core/base/result.hpp"
+#include "core/layout/paths.hpp"
+#include "core/store/dir_context.hpp"
 #include "core/store/impl.hpp"
+#include "core/store/place.hpp"
+#include "core/store/store.hpp"
 
 namespace sealfs {
 

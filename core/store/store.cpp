@@ -9,11 +9,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <memory>
+#include <new>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
 
+#include "core/base/hide_reason.hpp"
+#include "core/base/metrics.hpp"
+#include "core/base/result.hpp"
+#include "core/base/stamp.hpp"
+#include "core/base/unique_fd.hpp"
+#include "core/layout/names.hpp"
+#include "core/layout/paths.hpp"
+#include "core/store/dir_context.hpp"
 #include "core/store/impl.hpp"
+#include "core/store/judge.hpp"
+#include "core/store/listing.hpp"
+#include "core/store/place.hpp"
 #include "core/store/publish.hpp"
+#include "core/verify/entry.hpp"
 
 namespace sealfs {
 namespace {

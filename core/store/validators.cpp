@@ -1,6 +1,9 @@
 #include "core/store/validators.hpp"
 
+#include <string_view>
+
 #include "core/cuda/cuda.hpp"
+#include "core/verify/validator.hpp"
 
 namespace sealfs {
 

@@ -4,12 +4,26 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
 
+#include "core/base/digest.hpp"
+#include "core/base/hide_reason.hpp"
+#include "core/base/result.hpp"
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"
+#include "core/manifest/keys.hpp"
+#include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_file.hpp"
 #include "core/manifest/manifest_mac.hpp"
+#include "core/manifest/profile.hpp"
+#include "core/verify/verifier.hpp"
 
 namespace sealfs {
 namespace {

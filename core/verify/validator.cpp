@@ -1,5 +1,7 @@
 #include "core/verify/validator.hpp"
 
+#include <string>
+#include <string_view>
 #include <utility>
 
 namespace sealfs {

@@ -2,16 +2,26 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <ctime>
+#include <functional>
+#include <iterator>
 #include <list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <utility>
 
 #include "core/base/cancel.hpp"
+#include "core/base/digest.hpp"
+#include "core/base/metrics.hpp"
+#include "core/base/result.hpp"
+#include "core/base/stamp.hpp"
 
 namespace sealfs {
 

@@ -1,6 +1,11 @@
 // `sealfs adopt BACKING [PATH…]`: seal foreign content in B deliberately
 // (trust on first use, R3).
+#include <ostream>
+#include <string>
+#include <vector>
+
 #include "fs/cli/commands.hpp"
+#include "fs/cli/options.hpp"
 #include "fs/cli/progress_line.hpp"
 
 namespace sealfs::cli {

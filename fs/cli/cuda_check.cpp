@@ -10,9 +10,15 @@
 #include <cerrno>
 #include <cstring>
 #include <iomanip>
+#include <ios>
 #include <map>
 #include <new>
+#include <ostream>
+#include <string>
+#include <string_view>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "core/base/unique_fd.hpp"
 #include "core/cuda/cuda.hpp"

@@ -1,5 +1,8 @@
 // `sealfs fsck [--repair] BACKING`: verify every entry of B offline.
+#include <ostream>
+
 #include "fs/cli/commands.hpp"
+#include "fs/cli/options.hpp"
 #include "fs/cli/progress_line.hpp"
 
 namespace sealfs::cli {

@@ -2,10 +2,15 @@
 // `sealfs adopt`. They run while no daemon serves B, or beside one (the
 // store's own steps are safe against a concurrent mount).
 #include <cstring>
-#include <string>
+#include <memory>
+#include <ostream>
+#include <utility>
 
+#include "core/base/result.hpp"
 #include "core/manifest/profile.hpp"
+#include "core/store/store.hpp"
 #include "fs/cli/commands.hpp"
+#include "fs/cli/options.hpp"
 
 namespace sealfs::cli {
 

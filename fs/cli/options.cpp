@@ -2,16 +2,26 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
 
+#include "core/base/result.hpp"
 #include "core/cuda/cuda.hpp"
+#include "core/manifest/keys.hpp"
+#include "core/store/store.hpp"
 #include "core/store/validators.hpp"
 #include "core/verify/validator.hpp"
+#include "fs/fuse/mount_config.hpp"
 
 namespace sealfs::cli {
 namespace {

@@ -1,8 +1,15 @@
 #include "fs/cli/progress_line.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include "core/store/progress.hpp"
 
 namespace sealfs::cli {
 namespace {

@@ -29,11 +29,14 @@
 #include <cstring>
 #include <fstream>
 #include <optional>
+#include <ostream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fs/cli/commands.hpp"
+#include "fs/cli/options.hpp"
 
 namespace sealfs::cli {
 namespace {

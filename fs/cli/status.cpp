@@ -8,10 +8,13 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ostream>
 #include <string>
+#include <string_view>
 
 #include "core/base/metrics.hpp"
 #include "core/base/metrics_text.hpp"
+#include "core/store/store.hpp"
 #include "fs/cli/commands.hpp"
 
 namespace sealfs::cli {

@@ -3,6 +3,8 @@
 #include <fuse_lowlevel.h>
 #include <openssl/crypto.h>
 
+#include <string>
+
 #include "sealfs_commit.hpp"
 
 namespace sealfs::cli {

@@ -1,7 +1,11 @@
 #include "fs/fuse/deferred_seals.hpp"
 
 #include <algorithm>
-#include <vector>
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <utility>
 
 namespace sealfs::fuse {
 

@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <sys/resource.h>
 
+#include <cstdint>
+
 namespace sealfs::fuse {
 
 std::uint64_t descriptor_limit() {

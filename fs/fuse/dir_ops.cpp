@@ -13,11 +13,18 @@
 // mount in that directory.
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
+#include "core/base/result.hpp"
+#include "core/store/store.hpp"
+#include "fs/fuse/filesystem.hpp"
 #include "fs/fuse/handlers.hpp"
+#include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/request.hpp"
 
 namespace sealfs::fuse {

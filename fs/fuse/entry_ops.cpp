@@ -5,15 +5,23 @@
 #include <sys/stat.h>
 #include <syslog.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>  // RENAME_EXCHANGE
+#include <ctime>
 #include <string_view>
+#include <utility>
 
+#include "core/base/result.hpp"
+#include "core/store/store.hpp"
 #include "fs/fuse/file_handles.hpp"
 #include "fs/fuse/handlers.hpp"
+#include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/page_push.hpp"
 #include "fs/fuse/parked_handles.hpp"
 #include "fs/fuse/request.hpp"
+#include "fs/fuse/writer_tracking.hpp"
 
 namespace sealfs::fuse {
 namespace {

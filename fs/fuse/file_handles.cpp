@@ -5,12 +5,21 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
 #include <utility>
+#include <vector>
 
+#include "core/base/result.hpp"
 #include "fs/fuse/fd_bufvec.hpp"
+#include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/parked_handles.hpp"
 #include "fs/fuse/request.hpp"
+#include "fs/fuse/writer_tracking.hpp"
 
 namespace sealfs::fuse {
 namespace {

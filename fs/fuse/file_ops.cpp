@@ -11,16 +11,24 @@
 #include <sys/stat.h>
 #include <syslog.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
+#include "core/base/result.hpp"
+#include "core/store/store.hpp"
 #include "fs/fuse/fd_bufvec.hpp"
 #include "fs/fuse/file_handles.hpp"
 #include "fs/fuse/handlers.hpp"
+#include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/page_push.hpp"
+#include "fs/fuse/passthrough.hpp"
 #include "fs/fuse/request.hpp"
+#include "fs/fuse/writer_tracking.hpp"
 
 namespace sealfs::fuse {
 namespace {

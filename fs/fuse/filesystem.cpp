@@ -3,10 +3,19 @@
 #include <syslog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <optional>
 #include <thread>
 
+#include "core/base/metrics.hpp"
+#include "core/base/unique_fd.hpp"
+#include "core/store/store.hpp"
+#include "fs/fuse/descriptors.hpp"
+#include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/parked_handles.hpp"
+#include "fs/fuse/writer_tracking.hpp"
 
 namespace sealfs::fuse {
 

@@ -1,7 +1,18 @@
 #include "fs/fuse/implicit_handles.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <utility>
+#include <vector>
 
+#include "core/base/result.hpp"
 #include "fs/fuse/writer_tracking.hpp"
 
 namespace sealfs::fuse {

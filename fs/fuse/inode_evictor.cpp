@@ -1,8 +1,17 @@
 #include "fs/fuse/inode_evictor.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <utility>
 #include <vector>
+
+#include "fs/fuse/descriptors.hpp"
+#include "fs/fuse/inode_table.hpp"
+#include "fs/fuse/kernel_notices.hpp"
 
 namespace sealfs::fuse {
 namespace {

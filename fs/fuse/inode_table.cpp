@@ -2,9 +2,19 @@
 
 #include <fcntl.h>
 
-#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
+#include "core/base/unique_fd.hpp"
 #include "core/layout/paths.hpp"
+#include "core/store/store.hpp"
 
 namespace sealfs::fuse {
 

@@ -3,7 +3,15 @@
 #include <syslog.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <mutex>
+#include <new>
+#include <utility>
+
+#include "core/store/store.hpp"
+#include "fs/fuse/inode_table.hpp"
+#include "fs/fuse/kernel_notices.hpp"
 
 namespace sealfs::fuse {
 namespace {

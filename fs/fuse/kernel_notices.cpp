@@ -2,7 +2,10 @@
 #include "fs/fuse/kernel_notices.hpp"
 
 #include <cerrno>
+#include <chrono>
 #include <mutex>
+#include <shared_mutex>
+#include <string_view>
 
 namespace sealfs::fuse {
 

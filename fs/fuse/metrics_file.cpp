@@ -6,11 +6,17 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <string>
+#include <string_view>
 #include <utility>
 
+#include "core/base/result.hpp"
 #include "core/base/unique_fd.hpp"
 
 namespace sealfs::fuse {

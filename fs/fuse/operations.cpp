@@ -9,8 +9,11 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include <atomic>
+
 #include "fs/fuse/filesystem.hpp"
 #include "fs/fuse/handlers.hpp"
+#include "fs/fuse/passthrough.hpp"
 #include "fs/fuse/writer_tracking.hpp"
 
 namespace sealfs::fuse {

@@ -3,15 +3,22 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "core/base/cancel.hpp"
+#include "core/store/store.hpp"
 #include "fs/fuse/fd_bufvec.hpp"
 #include "fs/fuse/file_handles.hpp"
 #include "fs/fuse/filesystem.hpp"
+#include "fs/fuse/inode_table.hpp"
+#include "fs/fuse/kernel_notices.hpp"
 
 namespace sealfs::fuse {
 namespace {

@@ -3,10 +3,19 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <utility>
 #include <vector>
 
+#include "core/base/result.hpp"
 #include "core/layout/paths.hpp"
 #include "fs/fuse/filesystem.hpp"
+#include "fs/fuse/inode_table.hpp"
 
 namespace sealfs::fuse {
 namespace {

@@ -1,6 +1,10 @@
 #include "fs/fuse/passthrough.hpp"
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <memory>
+#include <mutex>
 #include <utility>
 
 #include "fs/fuse/filesystem.hpp"

@@ -1,5 +1,7 @@
 #include "fs/fuse/reaper.hpp"
 
+#include <functional>
+#include <mutex>
 #include <utility>
 
 namespace sealfs::fuse {

@@ -3,7 +3,16 @@
 #include <sys/stat.h>
 #include <syslog.h>
 
+#include <cerrno>
 #include <cstring>
+#include <memory>
+#include <string_view>
+#include <utility>
+
+#include "core/base/result.hpp"
+#include "core/store/store.hpp"
+#include "fs/fuse/filesystem.hpp"
+#include "fs/fuse/inode_table.hpp"
 
 namespace sealfs::fuse {
 

@@ -15,25 +15,32 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/base/cancel.hpp"
 #include "core/base/metrics_text.hpp"
+#include "core/base/result.hpp"
 #include "core/manifest/profile.hpp"
 #include "core/store/store.hpp"
-#include "core/verify/validator.hpp"
 #include "fs/fuse/descriptors.hpp"
 #include "fs/fuse/file_handles.hpp"
 #include "fs/fuse/filesystem.hpp"
 #include "fs/fuse/inode_evictor.hpp"
+#include "fs/fuse/inode_table.hpp"
+#include "fs/fuse/kernel_notices.hpp"
 #include "fs/fuse/metrics_file.hpp"
+#include "fs/fuse/mount_config.hpp"
 
 namespace sealfs::fuse {
 namespace {

@@ -9,8 +9,13 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
 
 #include "core/base/unique_fd.hpp"
 

@@ -1,10 +1,15 @@
 // Extended attributes and free space. The store keeps "user.sealfs*" to
 // itself (Store::get_xattr and the rest): the adapter only fits the answer
 // into the caller's buffer.
+#include <cerrno>
+#include <cstddef>
 #include <string>
 #include <string_view>
 
+#include "core/base/result.hpp"
+#include "fs/fuse/filesystem.hpp"
 #include "fs/fuse/handlers.hpp"
+#include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/remount.hpp"
 #include "fs/fuse/request.hpp"
 
