@@ -129,7 +129,7 @@ Result<std::string> Store::read_link(int path_fd) const {
 
 Result<struct statvfs> Store::space() const {
   struct statvfs sv {};
-  if (::fstatvfs(root_fd(), &sv) != 0) return failure("statvfs");
+  if (::fstatvfs(impl_->root_fd.get(), &sv) != 0) return failure("statvfs");
   return sv;
 }
 
@@ -170,7 +170,7 @@ Result<Store::XattrValue> Store::get_xattr(int path_fd, std::string_view name, s
   XattrValue out;
   if (reserved_xattr(name)) {
     auto st = attributes(path_fd);
-    auto root_st = attributes(root_fd());
+    auto root_st = attributes(impl_->root_fd.get());
     if (name != kStatusXattr || !st || !root_st || !same_object(*st, *root_st))
       return make_error(ENODATA, "reserved extended attribute");
     out.value = status().to_json();

@@ -23,6 +23,7 @@
 #include "core/store/dir_context.hpp"
 #include "core/store/impl.hpp"
 #include "core/store/judge.hpp"
+#include "core/store/offline.hpp"
 #include "core/store/offline_walk.hpp"
 #include "core/store/place.hpp"
 #include "core/store/progress.hpp"
@@ -215,8 +216,8 @@ struct FsckWalk {
 
 }  // namespace
 
-Result<FsckReport> Store::fsck(bool repair, OfflineProgress* progress) {
-  Impl& s = *impl_;
+Result<FsckReport> fsck(Store& store, bool repair, OfflineProgress* progress) {
+  Store::Impl& s = *store.impl_;
   FsckReport report;
   Tally tally(s.metrics, progress);
   if (progress != nullptr) {

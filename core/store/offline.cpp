@@ -1,6 +1,8 @@
 // Offline tools beside fsck (fsck.cpp): adopt (seal foreign content
 // deliberately, telling an OfflineProgress how far it has come) and
 // adopt --resign (sign again what another key signed).
+#include "core/store/offline.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -109,9 +111,9 @@ Work adopt_plan(Store::Impl& s, const std::vector<std::string>& rel_paths) {
 
 }  // namespace
 
-Result<std::vector<std::string>> Store::adopt(const std::vector<std::string>& rel_paths,
-                                              OfflineProgress* progress) {
-  Impl& s = *impl_;
+Result<std::vector<std::string>> adopt(Store& store, const std::vector<std::string>& rel_paths,
+                                       OfflineProgress* progress) {
+  Store::Impl& s = *store.impl_;
   std::vector<std::string> sealed;
   Tally tally(s.metrics, progress);
   if (progress != nullptr) tally.planned(adopt_plan(s, rel_paths));
@@ -228,8 +230,8 @@ struct ResignWalk {
 
 }  // namespace
 
-Result<ResignReport> Store::resign(const std::vector<std::string>& rel_paths) {
-  Impl& s = *impl_;
+Result<ResignReport> resign(Store& store, const std::vector<std::string>& rel_paths) {
+  Store::Impl& s = *store.impl_;
   if (!s.options.keys) return make_error(EINVAL, "re-signing needs a key file");
   ResignReport report;
   ResignWalk walker(s, report);

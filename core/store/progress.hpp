@@ -1,4 +1,4 @@
-// How a long offline job (Store::fsck, Store::adopt) tells its caller how far
+// How a long offline job (fsck, adopt: offline.hpp) tells its caller how far
 // it has come. The store only counts; what a caller shows (a progress line on
 // a terminal, a summary) is its own business (fs/cli/progress_line.hpp).
 #pragma once

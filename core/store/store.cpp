@@ -257,7 +257,6 @@ Result<std::unique_ptr<Store>> Store::open_backing(const std::string& backing_pa
   }
 }
 
-int Store::root_fd() const { return impl_->root_fd.get(); }
 const Profile& Store::profile() const { return impl_->profile; }
 const StoreOptions& Store::options() const { return impl_->options; }
 Metrics& Store::metrics() { return impl_->metrics; }

@@ -109,24 +109,6 @@ struct Invalidation {
   ino_t ino = 0;
 };
 
-struct FsckReport {
-  std::uint64_t entries = 0;  // entries checked
-  std::uint64_t valid = 0;
-  std::uint64_t invalid = 0;          // entries that fail verification (quarantined with repair)
-  std::uint64_t foreign = 0;          // unsealed regular files outside entries and volatile areas
-  std::uint64_t unlisted = 0;         // files in an entry its manifest does not list
-  std::uint64_t quarantined = 0;      // moved to quarantine in this run
-  std::uint64_t unchecked = 0;        // could not be checked (a transient error): neither valid nor damaged
-  std::vector<std::string> problems;  // "<rel path>: <reason>", one per finding
-};
-
-// What Store::resign did: entries signed again, and those it left
-// ("<rel path>: <reason>": files that do not match their manifest, …).
-struct ResignReport {
-  std::vector<std::string> signed_again;
-  std::vector<std::string> refused;
-};
-
 struct StoreOptions {
   Durability durability = Durability::fsync;
   VerifyMode verify = VerifyMode::changed;
@@ -173,6 +155,9 @@ struct PlaceHint {
   std::string_view name;
 };
 
+struct FsckReport;    // offline.hpp
+struct ResignReport;  // offline.hpp
+
 class Store {
  public:
   // Opens the backing directory (O_PATH|O_DIRECTORY), creates B/.sealfs/ and
@@ -183,7 +168,6 @@ class Store {
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  int root_fd() const;
   const Profile& profile() const;
   const StoreOptions& options() const;
   Metrics& metrics();
@@ -260,21 +244,6 @@ class Store {
   // manifest that covers it gets the narrowest access of the files it lists
   // again (manifest_file.hpp, ManifestAccess). Nothing to do for anything else.
   Status refresh_manifest_access(int path_fd, PlaceHint hint = {});
-
-  // ---- Offline tools -------------------------------------------------------
-  // progress, when given, hears the plan (a stat-only walk first) and each
-  // item done (progress.hpp).
-  Result<FsckReport> fsck(bool repair, OfflineProgress* progress = nullptr);
-  // Seal foreign content deliberately (trust on first use). rel paths relative
-  // to the root; empty = every foreign file and unsealed directory under the root.
-  Result<std::vector<std::string>> adopt(const std::vector<std::string>& rel_paths,
-                                         OfflineProgress* progress = nullptr);
-  // With keys (EINVAL without): every entry at or below rel_paths (empty:
-  // all of B) whose manifest is not signed by the first key for its place
-  // (unsigned, another key's, a MAC that does not match) is verified against
-  // that manifest, every file hashed, and signed with the first key where
-  // its files match (`sealfs adopt --resign`: trust on purpose).
-  Result<ResignReport> resign(const std::vector<std::string>& rel_paths);
 
   // ---- Attributes, links, extended attributes, space (attributes.cpp) ------
   // What the adapter needs besides the rules above, so that fs/ makes no
@@ -359,6 +328,13 @@ class Store {
   Store(OpenTag, std::unique_ptr<Impl> impl);
 
  private:
+  // The offline tools (offline.hpp) walk the store's parts themselves: they
+  // take a Store& rather than widening its face.
+  friend Result<FsckReport> fsck(Store& store, bool repair, OfflineProgress* progress);
+  friend Result<std::vector<std::string>> adopt(Store& store, const std::vector<std::string>& rel_paths,
+                                                OfflineProgress* progress);
+  friend Result<ResignReport> resign(Store& store, const std::vector<std::string>& rel_paths);
+
   std::unique_ptr<Impl> impl_;
 };
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/store/offline.hpp"
 #include "fs/cli/commands.hpp"
 #include "fs/cli/options.hpp"
 #include "fs/cli/progress_line.hpp"
@@ -19,7 +20,7 @@ int run_adopt(const BackingOptions& options, const std::vector<std::string>& pat
   auto store = open_offline_store(options, err);
   if (!store) return 1;
   ProgressLine progress("adopt", "items", err, err_is_terminal);
-  auto adopted = (*store)->adopt(paths, &progress);
+  auto adopted = sealfs::adopt(**store, paths, &progress);
   progress.finish();
   if (!adopted) {
     err << "sealfs: adopt: " << adopted.error().message << "\n";
@@ -27,7 +28,7 @@ int run_adopt(const BackingOptions& options, const std::vector<std::string>& pat
   }
   for (const auto& path : *adopted) out << "adopted " << path << "\n";
   if (!resign) return 0;
-  auto resigned = (*store)->resign(paths);
+  auto resigned = sealfs::resign(**store, paths);
   if (!resigned) {
     err << "sealfs: adopt --resign: " << resigned.error().message << "\n";
     return 1;

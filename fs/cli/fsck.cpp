@@ -1,6 +1,7 @@
 // `sealfs fsck [--repair] BACKING`: verify every entry of B offline.
 #include <ostream>
 
+#include "core/store/offline.hpp"
 #include "fs/cli/commands.hpp"
 #include "fs/cli/options.hpp"
 #include "fs/cli/progress_line.hpp"
@@ -12,7 +13,7 @@ int run_fsck(const BackingOptions& options, bool repair, std::ostream& out, std:
   auto store = open_offline_store(options, err);
   if (!store) return 8;
   ProgressLine progress("fsck", "entries", err, err_is_terminal);
-  auto report = (*store)->fsck(repair, &progress);
+  auto report = sealfs::fsck(**store, repair, &progress);
   progress.finish();
   if (!report) {
     err << "sealfs: fsck " << options.backing << ": " << report.error().message << "\n";

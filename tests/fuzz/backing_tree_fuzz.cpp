@@ -39,6 +39,7 @@
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_file.hpp"
 #include "core/manifest/profile.hpp"
+#include "core/store/offline.hpp"
 #include "core/store/store.hpp"
 
 namespace {
@@ -305,12 +306,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     options.quarantine_max_bytes = 1u << 20;
     auto store = sealfs::Store::open_backing(b, *profile, std::move(options));
     if (store) {
-      walk(**store, (*store)->root_fd(), 0);
-      auto checked = (*store)->fsck(false);
-      auto repaired = (*store)->fsck(true);
+      auto root = (*store)->root();  // the walk starts where a lookup would
+      if (root) walk(**store, root->fd.get(), 0);
+      auto checked = sealfs::fsck(**store, false);
+      auto repaired = sealfs::fsck(**store, true);
       if (checked && repaired && repaired->quarantined > checked->invalid + checked->foreign + 64)
         std::abort();
-      walk(**store, (*store)->root_fd(), 0);
+      if (root) walk(**store, root->fd.get(), 0);
     }
   }
   Snapshot after;

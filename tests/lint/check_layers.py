@@ -20,7 +20,12 @@ import sys
 
 LAYERS = ["core/base", "core/layout", "core/manifest", "core/verify", "core/cuda", "core/store",
           "fs/fuse", "fs/cli"]
-STORE_PUBLIC = {"core/store/store.hpp", "core/store/progress.hpp", "core/store/validators.hpp"}
+STORE_PUBLIC = {
+    "core/store/store.hpp",
+    "core/store/offline.hpp",
+    "core/store/progress.hpp",
+    "core/store/validators.hpp",
+}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SOURCES = (".cpp", ".hpp", ".h")
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/store/judge.hpp"
+#include "core/store/offline.hpp"
 #include "core/store/store.hpp"
 #include "tests/support/store_fixture.hpp"
 
@@ -24,7 +25,7 @@ TEST_F(StoreTest, FsckReportsAndRepairs) {
   write_file(B("c/bad/a"), "xyz");  // same size, other bytes
   write_file(B("c/foreign"), "f");
   write_file(B("c/good/unlisted"), "u");  // hidden by a lookup as unlisted, and so counted
-  auto r = store().fsck(false);
+  auto r = sealfs::fsck(store(), false);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->entries, 2u);
   EXPECT_EQ(r->valid, 1u);
@@ -36,11 +37,11 @@ TEST_F(StoreTest, FsckReportsAndRepairs) {
   EXPECT_TRUE(reported(*r, "c/foreign: " + std::string(kForeignReason)));
   EXPECT_EQ(r->quarantined, 0u);
   EXPECT_TRUE(exists_nofollow(B("c/bad")));
-  auto fixed = store().fsck(true);
+  auto fixed = sealfs::fsck(store(), true);
   ASSERT_TRUE(fixed.ok());
   EXPECT_EQ(fixed->quarantined, 1u);
   EXPECT_FALSE(exists_nofollow(B("c/bad")));
-  auto again = store().fsck(false);
+  auto again = sealfs::fsck(store(), false);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->invalid, 0u);
 }
@@ -63,7 +64,7 @@ TEST_F(StoreTest, FsckSaysOfEachNameWhatALookupShows) {
   write_file(B("tmp/scratch"), "s");
   open_store();  // fresh caches: the verdicts are fsck's own
   const auto judged = store().status().judgements;
-  auto r = store().fsck(false);
+  auto r = sealfs::fsck(store(), false);
   ASSERT_TRUE(r.ok());
   // Judged once each, never again: c, tmp; c's six names (not the sidecars);
   // the good entry's two; nothing below the bad entry, nothing in tmp (volatile).

@@ -12,6 +12,7 @@
 
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_file.hpp"
+#include "core/store/offline.hpp"
 #include "core/verify/entry.hpp"
 #include "tests/support/entry_location.hpp"
 #include "tests/support/store_fixture.hpp"
@@ -219,7 +220,7 @@ TEST_F(HostileStore, PlantedSymlinkRecordsAreHidden) {
   write_file(B("c/j/.sealfs-manifest"),
              "{\"files\":{\"kernel_lib.so\":{\"size\":7,\"symlink\":\"real.so\"},\"real.so\":{\"sha256\":\"" +
                  to_hex(sha256_of("ELF")) + "\",\"size\":3}},\"sealfs\":1}");
-  auto report = store().fsck(false);
+  auto report = sealfs::fsck(store(), false);
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->invalid, 3u);
   EXPECT_EQ(lookup_errno("kernel_lib.so"), ENOENT);
@@ -319,7 +320,7 @@ TEST_F(HostileStore, EveryManifestWriterGivesTheNarrowestMode) {
   // adopt: foreign content sealed deliberately
   write_file(B("foreign"), "mine");
   chmod_b("foreign", 0600);
-  auto adopted = store().adopt({"foreign"});
+  auto adopted = sealfs::adopt(store(), {"foreign"});
   ASSERT_TRUE(adopted.ok());
   EXPECT_EQ(mode_of(".sealfs-manifest.foreign"), 0600u);
   // Nothing of that changed what is visible.

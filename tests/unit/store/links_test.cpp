@@ -18,6 +18,7 @@
 #include "core/manifest/manifest_file.hpp"
 #include "core/manifest/manifest_mac.hpp"
 #include "core/store/judge.hpp"
+#include "core/store/offline.hpp"
 #include "tests/support/store_fixture.hpp"
 #include "tests/support/test_keys.hpp"
 
@@ -103,14 +104,14 @@ TEST_F(LinksTest, FsckShowsAStaleRecordValidWithoutWritingAndRepairBringsItUpToD
   write_through("f", "a\n");
   link("f", "g");
   write_through("g", "a\nbb\n");
-  auto looked = store().fsck(false);
+  auto looked = sealfs::fsck(store(), false);
   ASSERT_TRUE(looked.ok()) << looked.error().message;
   EXPECT_EQ(looked->invalid, 0u);
   EXPECT_EQ(looked->valid, 2u);
   EXPECT_THAT(looked->problems, ::testing::Contains("f: " + std::string(kStaleLinkRecordReason)));
   EXPECT_EQ(recorded_size("", ".sealfs-manifest.f", "f"), 2u);
   EXPECT_TRUE(exists_nofollow(inode_record("g")));
-  auto repaired = store().fsck(true);
+  auto repaired = sealfs::fsck(store(), true);
   ASSERT_TRUE(repaired.ok()) << repaired.error().message;
   EXPECT_EQ(repaired->invalid, 0u);
   EXPECT_EQ(repaired->valid, 2u);
@@ -127,7 +128,7 @@ TEST_F(LinksTest, FsckWithoutRepairCallsContentChangedBehindTheMountDamageAndWri
   link("f", "g");
   write_through("g", "sealed again");
   write_file(B("g"), "SEALED AGAIN");  // same inode, same size, no seal
-  auto looked = store().fsck(false);
+  auto looked = sealfs::fsck(store(), false);
   ASSERT_TRUE(looked.ok()) << looked.error().message;
   EXPECT_EQ(looked->invalid, 2u);
   EXPECT_EQ(looked->valid, 0u);

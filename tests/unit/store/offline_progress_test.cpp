@@ -1,10 +1,11 @@
-// Store::fsck and Store::adopt tell an OfflineProgress their plan (a
+// fsck and adopt (offline.hpp) tell an OfflineProgress their plan (a
 // stat-only walk) and each item done with the bytes hashed so far.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "core/store/offline.hpp"
 #include "core/store/progress.hpp"
 #include "tests/support/store_fixture.hpp"
 
@@ -35,7 +36,7 @@ TEST_F(StoreTest, FsckPlansByStatThenReportsEachEntry) {
   open_store();  // the hashes of the publishes are not counted
   const auto hashed_before = store().metrics().bytes_hashed.load();
   Recorder r;
-  auto report = store().fsck(false, &r);
+  auto report = sealfs::fsck(store(), false, &r);
   ASSERT_TRUE(report.ok()) << report.error().message;
   ASSERT_EQ(r.plans.size(), 1u);
   EXPECT_EQ(r.plans[0].items, 2u);
@@ -49,7 +50,7 @@ TEST_F(StoreTest, FsckPlansByStatThenReportsEachEntry) {
 
 TEST_F(StoreTest, FsckWithoutProgressWalksNothingMore) {
   publish_entry("k", {{"lib.so", "x"}});
-  auto report = store().fsck(false);
+  auto report = sealfs::fsck(store(), false);
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->entries, 1u);
 }
@@ -61,7 +62,7 @@ TEST_F(StoreTest, AdoptPlansEveryFileAndReportsEach) {
   write_file(B("c/d/c.src"), std::string(10, 'c'));
   write_file(B("tmp/scratch"), "volatile: never an item");
   Recorder r;
-  auto adopted = store().adopt({}, &r);
+  auto adopted = sealfs::adopt(store(), {}, &r);
   ASSERT_TRUE(adopted.ok()) << adopted.error().message;
   EXPECT_EQ(adopted->size(), 3u);
   ASSERT_EQ(r.plans.size(), 1u);
@@ -78,7 +79,7 @@ TEST_F(StoreTest, AdoptOfADirectoryIsOneItem) {
   write_file(B("c/entry/sub/y.so"), std::string(30, 'y'));
   write_file(B("c/single.so"), std::string(5, 's'));
   Recorder r;
-  auto adopted = store().adopt({"c/entry", "c/single.so"}, &r);
+  auto adopted = sealfs::adopt(store(), {"c/entry", "c/single.so"}, &r);
   ASSERT_TRUE(adopted.ok()) << adopted.error().message;
   ASSERT_EQ(r.plans.size(), 1u);
   EXPECT_EQ(r.plans[0].items, 2u);

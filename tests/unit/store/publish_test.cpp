@@ -15,6 +15,7 @@
 
 #include "core/base/digest.hpp"
 #include "core/manifest/manifest_file.hpp"
+#include "core/store/offline.hpp"
 #include "tests/support/store_fixture.hpp"
 
 namespace sealfs::test {
@@ -407,7 +408,7 @@ TEST_P(CrashTest, OldStateOrCompleteNewStateAfterRestart) {
   const Snapshot after = snapshot();
   EXPECT_TRUE(after == expected_old || after == expected_new)
       << tx.name << " stopped at " << step << (stopped ? "" : " (not reached)");
-  auto report = store().fsck(false);
+  auto report = sealfs::fsck(store(), false);
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->invalid, 0u) << tx.name << " at " << step << ": "
                                  << (report->problems.empty() ? "" : report->problems.front());

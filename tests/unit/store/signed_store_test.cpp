@@ -10,6 +10,7 @@
 
 #include "core/manifest/manifest_file.hpp"
 #include "core/manifest/manifest_mac.hpp"
+#include "core/store/offline.hpp"
 #include "tests/support/store_fixture.hpp"
 #include "tests/support/test_keys.hpp"
 
@@ -38,7 +39,7 @@ class SignedStoreTest : public StoreTest {
     return c ? *c : MacCheck::mismatch;
   }
   FsckReport fsck(bool repair = false) {
-    auto r = store().fsck(repair);
+    auto r = sealfs::fsck(store(), repair);
     EXPECT_TRUE(r.ok());
     return r ? *r : FsckReport{};
   }
@@ -201,12 +202,12 @@ TEST_F(SignedStoreTest, AdoptSealsForeignFilesButResignIsDeliberate) {
   publish_entry("by-b", kFiles);
   with_keys({key_a_, key_b_});
   ASSERT_TRUE(visible("c/by-b"));
-  auto adopted = store().adopt({});
+  auto adopted = sealfs::adopt(store(), {});
   ASSERT_TRUE(adopted.ok());
   EXPECT_EQ(*adopted, (std::vector<std::string>{"c/plain"}));  // unsigned entries are left to --resign
   EXPECT_EQ(mac_of("c", "c/plain", ".sealfs-manifest.plain"), MacCheck::authentic);
   EXPECT_EQ(lookup_errno("c/unsigned"), ENOENT);
-  auto resigned = store().resign({});
+  auto resigned = sealfs::resign(store(), {});
   ASSERT_TRUE(resigned.ok());
   std::sort(resigned->signed_again.begin(), resigned->signed_again.end());
   EXPECT_EQ(resigned->signed_again, (std::vector<std::string>{"c/by-b", "c/unsigned"}));
@@ -217,7 +218,7 @@ TEST_F(SignedStoreTest, AdoptSealsForeignFilesButResignIsDeliberate) {
   EXPECT_EQ(lookup_errno("c/damaged"), ENOENT);
   EXPECT_EQ(quarantine_slots(), 0u);
   with_keys({});
-  EXPECT_EQ(store().resign({}).code(), EINVAL);
+  EXPECT_EQ(sealfs::resign(store(), {}).code(), EINVAL);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "core/base/digest.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_file.hpp"
+#include "core/store/offline.hpp"
 #include "core/store/store.hpp"
 #include "tests/support/store_fixture.hpp"
 
@@ -34,7 +35,7 @@ TEST_F(StoreTest, ConcurrentFsckCountsEachEntryOnceInWalkOrder) {
   for (int i : {0, 255, 256, 599})
     write_file(B("c/e" + std::to_string(i) + "/a"), "DATA" + std::to_string(i));  // same size
   write_file(B("c/e7/extra"), "x");
-  auto first = store().fsck(false);
+  auto first = sealfs::fsck(store(), false);
   ASSERT_TRUE(first.ok());
   EXPECT_EQ(first->entries, 600u);
   EXPECT_EQ(first->valid, 596u);
@@ -42,10 +43,10 @@ TEST_F(StoreTest, ConcurrentFsckCountsEachEntryOnceInWalkOrder) {
   EXPECT_EQ(first->foreign, 0u);
   EXPECT_EQ(first->unlisted, 1u);  // c/e7/extra
   EXPECT_EQ(first->problems.size(), 5u);
-  auto second = store().fsck(false);
+  auto second = sealfs::fsck(store(), false);
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->problems, first->problems);
-  auto repaired = store().fsck(true);
+  auto repaired = sealfs::fsck(store(), true);
   ASSERT_TRUE(repaired.ok());
   EXPECT_EQ(repaired->problems, first->problems);
   EXPECT_EQ(repaired->quarantined, 4u);
@@ -101,7 +102,7 @@ TEST_F(StoreTest, ConcurrentPublishersOfOneKeyOneWins) {
   auto content = read_visible("c/k/lib.so");
   ASSERT_TRUE(content.has_value());
   EXPECT_EQ(content->rfind("writer ", 0), 0u);
-  auto report = store().fsck(false);
+  auto report = sealfs::fsck(store(), false);
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->invalid, 0u);
 }

@@ -19,6 +19,7 @@
 #include "core/base/digest.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_file.hpp"
+#include "core/store/offline.hpp"
 #include "core/store/store.hpp"
 #include "tests/support/store_fixture.hpp"
 
@@ -206,19 +207,19 @@ TEST_F(StoreTest, AdoptSealsForeignFilesAndGivenDirectories) {
   make_dirs(B("c/k/sub"));
   write_file(B("c/k/sub/x"), "x");
   write_file(B("tmp/scratch"), "s");
-  auto all = store().adopt({});
+  auto all = sealfs::adopt(store(), {});
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(read_visible("loose"), "l");
   EXPECT_TRUE(visible("c/k/sub/x"));  // as a file entry in its container
   EXPECT_FALSE(exists_nofollow(B("tmp/.sealfs-manifest.scratch")));
   make_dirs(B("d"));
   write_file(B("d/y"), "y");
-  auto given = store().adopt({"d"});
+  auto given = sealfs::adopt(store(), {"d"});
   ASSERT_TRUE(given.ok());
   EXPECT_EQ(*given, std::vector<std::string>{"d"});
   EXPECT_EQ(lookup("d")->kind, ObjectKind::entry_root);
-  EXPECT_EQ(store().adopt({".sealfs/quarantine"}).code(), EPERM);
-  EXPECT_EQ(store().adopt({"../etc"}).code(), EINVAL);
+  EXPECT_EQ(sealfs::adopt(store(), {".sealfs/quarantine"}).code(), EPERM);
+  EXPECT_EQ(sealfs::adopt(store(), {"../etc"}).code(), EINVAL);
 }
 
 // With a long TTL the store keeps the contexts of the directories it walked
@@ -240,7 +241,7 @@ TEST_F(StoreTest, CachedDirectoryContextsFollowChangesThroughTheStore) {
   UniqueFd root = dir("");
   ASSERT_EQ(lookup("c/d/sub")->kind, ObjectKind::container);
   EXPECT_EQ(lookup_errno("c/d/sub/x"), ENOENT);  // foreign
-  ASSERT_TRUE(store().adopt({"c/d"}).ok());
+  ASSERT_TRUE(sealfs::adopt(store(), {"c/d"}).ok());
   EXPECT_EQ(lookup("c/d/sub/x")->kind, ObjectKind::file_in_entry);
   // An entry whose manifest is removed behind the store is no entry, at once.
   ASSERT_EQ(::unlink(B("c/d/.sealfs-manifest").c_str()), 0);
