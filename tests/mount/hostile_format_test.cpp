@@ -17,16 +17,14 @@
 namespace sealfs::test {
 namespace {
 
-class HostileFormat : public ::testing::Test {
+class HostileFormat : public MountTest {
  protected:
+  MountConfig config() const override { return MountConfig::with({"profile=tilelang", "cache_timeout=0"}); }
   void SetUp() override {
-    SEALFS_REQUIRE_FUSE();
-    mount_ = std::make_unique<Mount>(MountConfig::with({"profile=tilelang", "cache_timeout=0"}));
-    ASSERT_TRUE(mount_->ok()) << mount_->error();
+    MountTest::SetUp();
+    if (!mounted()) return;
     ASSERT_EQ(::mkdir(m("kernels").c_str(), 0755), 0);
   }
-  std::string m(std::string_view rel) const { return mount_->m(rel); }
-  std::string b(std::string_view rel) const { return mount_->b(rel); }
   mode_t mode_in_b(std::string_view rel) const {
     struct stat st {};
     return ::lstat(b(rel).c_str(), &st) == 0 ? st.st_mode & 07777 : 07777777;
@@ -41,8 +39,6 @@ class HostileFormat : public ::testing::Test {
     return true;
   }
   static std::string digest(const std::string& data) { return to_hex(sha256_of(data)); }
-
-  std::unique_ptr<Mount> mount_;
 };
 
 // ---- 7 ------------------------------------------------------------------------

@@ -18,14 +18,8 @@
 namespace sealfs::test {
 namespace {
 
-class HostileQuarantine : public ::testing::Test {
+class HostileQuarantine : public MountTest {
  protected:
-  void SetUp() override {
-    SEALFS_REQUIRE_FUSE();
-    mount_ = std::make_unique<Mount>();
-    ASSERT_TRUE(mount_->ok()) << mount_->error();
-  }
-
   // A writer (another process) creates name through the mount, writes data
   // at offset, and dies of SIGKILL with the file still open (after
   // before_exit, when given): R4 abandons it into the quarantine. Returns
@@ -52,8 +46,6 @@ class HostileQuarantine : public ::testing::Test {
       if (lstat_errno(slot_path(s) + "/" + name) == 0) return s;
     return std::nullopt;
   }
-
-  std::unique_ptr<Mount> mount_;
 };
 
 // Issue 12, item 4. The default cap is 1 GiB; the sparse file is 4 GiB long

@@ -14,14 +14,8 @@
 namespace sealfs::test {
 namespace {
 
-class InPlace : public ::testing::Test {
+class InPlace : public MountTest {
  protected:
-  void SetUp() override {
-    SEALFS_REQUIRE_FUSE();
-    mount_ = std::make_unique<Mount>();
-    ASSERT_TRUE(mount_->ok()) << mount_->error();
-  }
-
   // A writer (another process) creates name, writes data, and ends as `how`
   // says (HeldWriter::end) with the file still open. Returns its exit status.
   int writer_that_dies(const std::string& name, const std::string& data, int how) {
@@ -40,8 +34,6 @@ class InPlace : public ::testing::Test {
       return read_file(mount_->b(".sealfs/quarantine/" + rel)) == data;
     });
   }
-
-  std::unique_ptr<Mount> mount_;
 };
 
 TEST_F(InPlace, WriteIsVisibleAfterCloseAndSealed) {

@@ -47,14 +47,10 @@ struct Views {
   std::string file;
 };
 
-class MountMetrics : public ::testing::Test {
+class MountMetrics : public MountTest {
  protected:
-  void SetUp() override {
-    SEALFS_REQUIRE_FUSE();
-    file_ = prom_.path() + "/sealfs.prom";
-    mount_ = std::make_unique<Mount>(
-        MountConfig::with({"profile=tilelang,cache_timeout=0,metrics_interval=0.2,metrics_file=" + file_}));
-    ASSERT_TRUE(mount_->ok()) << mount_->error();
+  MountConfig config() const override {
+    return MountConfig::with({"profile=tilelang,cache_timeout=0,metrics_interval=0.2,metrics_file=" + file_});
   }
 
   // Waits until the file shows what pred asks (it is rewritten every 0.2 s).
@@ -68,8 +64,7 @@ class MountMetrics : public ::testing::Test {
   }
 
   TempDir prom_{"sealfs-prom"};
-  std::string file_;
-  std::unique_ptr<Mount> mount_;
+  std::string file_ = prom_.path() + "/sealfs.prom";
 };
 
 TEST_F(MountMetrics, StatusAndFileCountPublishesHitsAndDamageByReason) {

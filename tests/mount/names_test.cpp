@@ -11,16 +11,9 @@
 namespace sealfs::test {
 namespace {
 
-class Names : public ::testing::Test {
+class Names : public MountTest {
  protected:
-  void SetUp() override {
-    SEALFS_REQUIRE_FUSE();
-    mount_ = std::make_unique<Mount>(MountConfig::with({"profile=tilelang"}));
-    ASSERT_TRUE(mount_->ok()) << mount_->error();
-  }
-  std::string m(const std::string& rel) const { return mount_->m(rel); }
-  std::string b(const std::string& rel) const { return mount_->b(rel); }
-  std::unique_ptr<Mount> mount_;
+  MountConfig config() const override { return MountConfig::with({"profile=tilelang"}); }
 };
 
 TEST_F(Names, R5CreateMkdirAndRenameOntoHiddenNamesSucceed) {

@@ -56,18 +56,18 @@ std::string write_profile(const TempDir& dir) {
   return path;
 }
 
-class Passthrough : public ::testing::Test {
+class Passthrough : public MountTest {
  protected:
+  MountConfig config() const override {
+    return MountConfig::with({"passthrough,profile=" + write_profile(profile_dir_)});
+  }
   void SetUp() override {
     SEALFS_REQUIRE_FUSE();
     SEALFS_REQUIRE_PASSTHROUGH();
-    mount_ =
-        std::make_unique<Mount>(MountConfig::with({"passthrough,profile=" + write_profile(profile_dir_)}));
-    ASSERT_TRUE(mount_->ok()) << mount_->error();
+    MountTest::SetUp();
+    if (!mounted()) return;
     make_dirs(m("tmp"));
   }
-  std::string m(const std::string& rel) const { return mount_->m(rel); }
-  std::string b(const std::string& rel) const { return mount_->b(rel); }
   long count(const std::string& name) const { return daemon_counter(*mount_, name); }
   // A file written through the mount and sealed at its close.
   void seal(const std::string& rel, const std::string& data) {
@@ -76,7 +76,6 @@ class Passthrough : public ::testing::Test {
   }
 
   TempDir profile_dir_{"sealfs-pt-profile"};
-  std::unique_ptr<Mount> mount_;
 };
 
 TEST_F(Passthrough, ASealedFileIsReadWithoutReads) {

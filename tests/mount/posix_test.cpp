@@ -11,15 +11,9 @@
 namespace sealfs::test {
 namespace {
 
-class Posix : public ::testing::Test {
+class Posix : public MountTest {
  protected:
-  void SetUp() override {
-    SEALFS_REQUIRE_FUSE();
-    mount_ = std::make_unique<Mount>(MountConfig::with({"cache_timeout=1", "allow_other"}));
-    ASSERT_TRUE(mount_->ok()) << mount_->error();
-  }
-  std::string m(std::string_view rel) const { return mount_->m(rel); }
-  std::string b(std::string_view rel) const { return mount_->b(rel); }
+  MountConfig config() const override { return MountConfig::with({"cache_timeout=1", "allow_other"}); }
 
   mode_t mode_of(const std::string& path) const {
     struct stat st {};
@@ -37,8 +31,6 @@ class Posix : public ::testing::Test {
     ::waitpid(pid, &status, 0);
     return decode_wait_status(status);
   }
-
-  std::unique_ptr<Mount> mount_;
 };
 
 // A: open(O_RDONLY|O_CREAT) makes a file that is sealed empty at its close;

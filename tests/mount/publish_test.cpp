@@ -28,16 +28,16 @@ std::string write_test_profile(const TempDir& dir) {
   return path;
 }
 
-class Publish : public ::testing::Test {
+class Publish : public MountTest {
  protected:
+  MountConfig config() const override {
+    return MountConfig::with({"profile=" + write_test_profile(profile_dir_)});
+  }
   void SetUp() override {
-    SEALFS_REQUIRE_FUSE();
-    mount_ = std::make_unique<Mount>(MountConfig::with({"profile=" + write_test_profile(profile_dir_)}));
-    ASSERT_TRUE(mount_->ok()) << mount_->error();
+    MountTest::SetUp();
+    if (!mounted()) return;
     ASSERT_EQ(::mkdir(m("tmp").c_str(), 0755), 0) << std::strerror(errno);
   }
-  std::string m(const std::string& rel) const { return mount_->m(rel); }
-  std::string b(const std::string& rel) const { return mount_->b(rel); }
 
   // A directory entry staged in tmp/ and renamed to dst.
   int publish_dir(const std::string& stage, const std::string& dst, const std::string& payload) {
@@ -53,7 +53,6 @@ class Publish : public ::testing::Test {
   }
 
   TempDir profile_dir_{"sealfs-profile"};
-  std::unique_ptr<Mount> mount_;
 };
 
 TEST_F(Publish, R1ManifestRecordsSizesAndDigests) {

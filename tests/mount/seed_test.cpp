@@ -21,17 +21,9 @@ namespace {
 
 constexpr const char* kEntry = "ns/kernels/k";
 
-class SeedScenario : public ::testing::Test {
+class SeedScenario : public MountTest {
  protected:
-  void SetUp() override {
-    SEALFS_REQUIRE_FUSE();
-    mount_ = std::make_unique<Mount>(MountConfig::with({"profile=tilelang"}));
-    ASSERT_TRUE(mount_->ok()) << mount_->error();
-  }
-  std::string m(const std::string& rel = "") const {
-    return rel.empty() ? mount_->mountpoint() : mount_->m(rel);
-  }
-  std::string b(const std::string& rel) const { return mount_->b(rel); }
+  MountConfig config() const override { return MountConfig::with({"profile=tilelang"}); }
 
   void save_and_hit() {
     ProcessResult saved = tilelang("save", m(), "k");
@@ -59,8 +51,6 @@ class SeedScenario : public ::testing::Test {
     ProcessResult again = tilelang("load", m(), "k");
     EXPECT_EQ(again.status, kHit) << again.out << again.err;
   }
-
-  std::unique_ptr<Mount> mount_;
 };
 
 TEST_F(SeedScenario, S1SaveLeavesAManifestCoveringTheFourFiles) {

@@ -114,4 +114,27 @@ class Mount {
   int expected_status_ = 0;
 };
 
+// The fixture most mount tests share: SetUp skips (or fails, under CI)
+// where FUSE is unusable, then mounts with config(), and m()/b() name paths
+// in M and B. A fixture overrides config() to name its options; one with
+// steps of its own overrides SetUp, calls MountTest::SetUp() first and goes
+// on only while mounted().
+class MountTest : public ::testing::Test {
+ protected:
+  virtual MountConfig config() const { return {}; }
+  void SetUp() override {
+    SEALFS_REQUIRE_FUSE();
+    mount_ = std::make_unique<Mount>(config());
+    ASSERT_TRUE(mount_->ok()) << mount_->error();
+  }
+  bool mounted() const { return mount_ && mount_->ok() && !IsSkipped() && !HasFatalFailure(); }
+  // M itself for "", else rel under it.
+  std::string m(std::string_view rel = "") const {
+    return rel.empty() ? mount_->mountpoint() : mount_->m(rel);
+  }
+  std::string b(std::string_view rel) const { return mount_->b(rel); }
+
+  std::unique_ptr<Mount> mount_;
+};
+
 }  // namespace sealfs::test
