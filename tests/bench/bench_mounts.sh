@@ -1,4 +1,4 @@
-# Sourced by the close benchmarks: the same three (or four) directories in
+# Sourced by the close benchmarks (large_read_bench.sh uses its median only): the same three (or four) directories in
 # one run, so every figure is a ratio within it. Sets WORK, columns and
 # names: plain (a plain directory), bm (bindfs over bb), sm (sealfs over sb,
 # durability=none so publish fsyncs hide nothing), with WITH_NO_OPEN=1 nm
@@ -32,3 +32,7 @@ bench_cleanup() {
   for m in bm sm nm pm; do bench_unmount "$WORK/$m"; done
   rm -rf "$WORK"
 }
+
+# The median of the numbers on stdin, one per line (the mean of the middle
+# two for an even count).
+median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }

@@ -71,7 +71,6 @@ print(f"{(time.perf_counter() - t) / 200 * 1e6:.0f}")
 EOF
 }
 
-median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
 printf "%-6s" held
 for n in "${names[@]}"; do printf " %10s" "$n"; done

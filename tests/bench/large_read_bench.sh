@@ -16,6 +16,7 @@
 # is missing). Prints the median of RUNS (default 7) runs per column, in
 # seconds, and each column's ratio to plain. Needs root (or fusermount3).
 set -euo pipefail
+source "$(dirname "$0")/bench_mounts.sh"  # median
 
 SIZE_MIB=${1:-1024}
 RUNS=${2:-7}
@@ -80,10 +81,9 @@ for _ in $(seq "$RUNS"); do
   [[ -n $have_pt ]] && one_mount PT "$PT" ",passthrough"
 done
 
-median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
-plain=$(echo "${samples[plain]}" | median)
+plain=$(tr ' ' '\n' <<< "${samples[plain]}" | grep . | median)
 echo "large read of a sealed ${SIZE_MIB} MiB file, dd bs=1M, median of $RUNS (s):"
 for n in "${names[@]}"; do
-  m=$(echo "${samples[$n]}" | median)
+  m=$(tr ' ' '\n' <<< "${samples[$n]}" | grep . | median)
   printf "  %-14s %8.4f  %5.2fx plain\n" "$n" "$m" "$(echo "$m / $plain" | bc -l)"
 done
