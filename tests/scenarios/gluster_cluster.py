@@ -25,6 +25,7 @@ Standard library only. Runs as root (glusterd and FUSE mounts need it).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
@@ -150,6 +151,8 @@ class GlusterCluster:
         self._mounted: list[str] = []
         self._sockets: set[str] = set()
         self._brick_logs: list[str] = []
+        self.removed_unhealable: list[str] = []
+        self._killed: set[int] = set()
 
     # -- paths
     def _p(self, *parts: str) -> str:
@@ -260,6 +263,7 @@ class GlusterCluster:
         """SIGKILL brick i's server process, as a crashed storage node."""
         pid = self.brick_pids()[i]
         os.kill(pid, signal.SIGKILL)
+        self._killed.add(i)
         _wait(f"brick {i} gone", lambda: not _pid_alive(pid) or _is_zombie(pid), 30)
         # glusterd must have noticed, or `start force` sees nothing to start.
         _wait(f"glusterd sees brick {i} offline", lambda: i not in self.brick_pids(), 60, 0.2)
@@ -319,6 +323,83 @@ class GlusterCluster:
         a, b = tree(self.brick(1)), tree(self.brick(2))
         return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
 
+    def _brick_files(self, i: int):
+        """(relative path, brick path) of brick i's regular files, Gluster's
+        own bookkeeping at the brick's root left out."""
+        root = self.brick(i)
+        for dirpath, dirs, files in os.walk(root):
+            if dirpath == root:
+                dirs[:] = [d for d in dirs if not d.startswith(".glusterfs")]
+            for name in files:
+                p = os.path.join(dirpath, name)
+                yield os.path.relpath(p, root), p
+
+    def _gfid(self, path: str) -> Optional[bytes]:
+        try:
+            return os.getxattr(path, "trusted.gfid", follow_symlinks=False)
+        except OSError as e:
+            if e.errno == errno.ENODATA:
+                return None
+            raise
+
+    def unhealable_files(self) -> list[str]:
+        """Brick paths of regular files that GlusterFS's self-heal leaves
+        pending for good after a brick was killed:
+        - a file without trusted.gfid, which a brick killed between creating
+          it and setting its gfid leaves: lookups of a null gfid fail
+          (ENODATA or EINVAL) and the heal retries forever (GlusterFS issues
+          #848, "null gfid entries can not be healed", and #3608);
+        - a name on a brick that was killed which its peer, up throughout,
+          no longer has: the peer renamed or removed it while this brick was
+          down, and entry heal did not expunge it.
+        Called only after the heal has stalled."""
+        found = []
+        for i in (1, 2):
+            peer = 3 - i
+            peer_files = {rel for rel, _ in self._brick_files(peer)}
+            for rel, p in self._brick_files(i):
+                with contextlib.suppress(FileNotFoundError):
+                    if self._gfid(p) is None or (i in self._killed and peer not in self._killed
+                                                 and rel not in peer_files):
+                        found.append(p)
+        return found
+
+    def remove_unhealable_files(self) -> list[str]:
+        """What GlusterFS's operators do about unhealable_files(): remove
+        each from its brick, with its .glusterfs/<gfid> hard link, so that
+        entry heal can finish. Returns the paths removed."""
+        removed = []
+        for p in self.unhealable_files():
+            brick = next(self.brick(i) for i in (1, 2) if p.startswith(self.brick(i) + os.sep))
+            with contextlib.suppress(FileNotFoundError):
+                gfid = self._gfid(p)
+                os.unlink(p)
+                removed.append(p)
+                if gfid is not None and len(gfid) == 16:
+                    h = gfid.hex()
+                    uuid = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(os.path.join(brick, ".glusterfs", h[:2], h[2:4], uuid))
+        return removed
+
+    def _describe_on_bricks(self, rel: str) -> str:
+        """One differing path as each brick holds it: size, links and gfid."""
+        parts = []
+        for i in (1, 2):
+            p = os.path.join(self.brick(i), rel)
+            try:
+                st = os.lstat(p)
+            except FileNotFoundError:
+                parts.append(f"b{i}: absent")
+                continue
+            try:
+                raw = self._gfid(p)
+                gfid = raw.hex() if raw is not None else "none"
+            except OSError as e:
+                gfid = errno.errorcode.get(e.errno, str(e.errno))
+            parts.append(f"b{i}: size {st.st_size} nlink {st.st_nlink} gfid {gfid}")
+        return f"{rel} ({'; '.join(parts)})"
+
     def heal(self, *how: str) -> subprocess.CompletedProcess:
         return self.cli("volume", "heal", self.volume, *how, check=False)
 
@@ -339,7 +420,8 @@ class GlusterCluster:
                          if self.volume in ln and ("] E [" in ln or "] W [" in ln)][-8:]
         except OSError:
             pass
-        return (f"pending index entries {pending}; {len(differ)} paths differ {differ[:8]}; "
+        described = [self._describe_on_bricks(rel) for rel in differ[:8]]
+        return (f"pending index entries {pending}; {len(differ)} paths differ {described}; "
                 f"self-heal daemon online: {self.self_heal_daemon_online()}; "
                 f"glustershd.log, last warnings and errors:\n  " + "\n  ".join(lines))
 
@@ -348,8 +430,10 @@ class GlusterCluster:
         An index heal is asked for every 5 s. If that has not healed the
         replica within a third of the timeout, it escalates as an operator
         would: a full heal (a crawl of the whole volume, not only the index),
-        and `volume start force`, which starts a self-heal daemon that died
-        or never came back. The failure says what was left."""
+        `volume start force`, which starts a self-heal daemon that died or
+        never came back, and the removal of the files GlusterFS cannot heal
+        (unhealable_files), recorded in self.removed_unhealable. The failure
+        says what was left."""
         t0 = time.monotonic()
         last = [0.0]
         escalated = [False]
@@ -359,6 +443,7 @@ class GlusterCluster:
             if not escalated[0] and now - t0 > timeout / 3:
                 escalated[0] = True
                 self.cli("volume", "start", self.volume, "force", check=False)
+                self.removed_unhealable += self.remove_unhealable_files()
                 self.heal("full")
                 last[0] = now
             elif now - last[0] > 5:
@@ -466,5 +551,6 @@ def _stop(pid: int) -> None:
         time.sleep(0.1)
     try:
         os.kill(pid, signal.SIGKILL)
+        self._killed.add(i)
     except ProcessLookupError:
         pass

@@ -611,9 +611,13 @@ class RacesAndFaults(SharedTestCase):
             stop.set()
             for t in savers:
                 t.join()
+            removed_before = len(CLUSTER.removed_unhealable)
             phases["heal"] = CLUSTER.wait_healed()
+            removed = CLUSTER.removed_unhealable[removed_before:]
             time.sleep(1)
         self.assert_clean(loads, "brick 1 killed and restarted")
+        # Only the brick that was killed may hold what GlusterFS cannot heal.
+        self.assertEqual([p for p in removed if not p.startswith(CLUSTER.brick(1) + os.sep)], [])
         self.assertEqual(save_errors, [], "saves failed while a brick was down")
         self.assertEqual(CLUSTER.bricks_differ(), [], "the replica did not heal")
         for ns, key in snapshot():
@@ -621,7 +625,10 @@ class RacesAndFaults(SharedTestCase):
                 self.assert_hit(h, ns, key)
         report(f"brick killed under load: {len(snapshot())} entries saved ({during} by the restart), "
                f"every one a hit on every host after the heal; glusterd noticed the kill in {phases['kill']:.1f}s, "
-               f"restart {phases['restart']:.1f}s, heal {phases['heal']:.1f}s")
+               f"restart {phases['restart']:.1f}s, heal {phases['heal']:.1f}s"
+               + (f"; GlusterFS could not heal {len(removed)} files the killed brick left "
+                  f"({[os.path.relpath(p, CLUSTER.brick(1)) for p in removed]}), removed from it "
+                  "as its operators do" if removed else ""))
 
 
 class VisibilityAndSemantics(SharedTestCase):
