@@ -70,7 +70,7 @@ Status change_attributes(Store& store, const Inode& inode, FileHandle* handle, c
   if (to_set & FUSE_SET_ATTR_SIZE) {
     if (hfd >= 0) {
       if (Status s = store.truncate_handle(hfd, attr.st_size); !s) return s;
-      handle->changed = true;
+      handle->life.change();
     } else if (Status s = store.truncate(pfd, attr.st_size, inode.last_seen().hint()); !s) {
       return s;
     }

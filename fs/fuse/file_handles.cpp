@@ -16,6 +16,7 @@
 
 #include "core/base/result.hpp"
 #include "fs/fuse/fd_bufvec.hpp"
+#include "fs/fuse/file_handle.hpp"
 #include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/parked_handles.hpp"
 #include "fs/fuse/request.hpp"
@@ -43,16 +44,13 @@ bool readable(int fd) {
 Result<std::shared_ptr<FileHandle>> make_reader(Filesystem& fs, const InodeRef& inode) {
   auto fd = fs.store->open_file(inode->path_fd()->get(), O_RDONLY, inode->last_seen().hint());
   if (!fd) return fd.error();
-  auto handle = std::make_shared<FileHandle>();
-  handle->fd = std::move(*fd);
-  handle->inode = inode;
+  auto handle = make_file_handle(std::move(*fd), inode, false);
   // Every READ checks the stamp (R2) unless the file is being written: the
   // inode's kind is that of its last lookup and may be stale.
   if (!fs.writers.in_progress(inode->dev, inode->ino)) {
     auto st = fs.store->attributes(handle->fd.get());
     if (!st) return st.error();
-    handle->sealed_read = S_ISREG(st->st_mode);
-    handle->verified = Stamp::of(*st);
+    handle->check_reads_against(*st);
   }
   return handle;
 }
@@ -70,15 +68,7 @@ Result<std::shared_ptr<FileHandle>> make_writer(Filesystem& fs, const InodeRef& 
   auto fd = open_tracked(fs, *inode, O_RDWR, tracked);
   if (!fd && fd.code() == EACCES) fd = open_tracked(fs, *inode, O_WRONLY, tracked);
   if (!fd) return fd.error();
-  auto handle = std::make_shared<FileHandle>();
-  handle->fd = std::move(*fd);
-  handle->inode = inode;
-  handle->tracked = tracked;
-  if (tracked) {
-    handle->opened_as = inode->path_fd();
-    handle->opened_at = inode->last_seen();
-  }
-  return handle;
+  return make_file_handle(std::move(*fd), inode, tracked);
 }
 
 // Undoes make_writer for a handle that lost the race to another first change.
@@ -233,7 +223,7 @@ HandleInUse handle_to_change(fuse_req_t req, fuse_ino_t ino, const fuse_file_inf
     }
     Status status;
     if (auto held = hold_writer(fs, std::move(*writer), status)) {
-      held->changed = true;
+      held->life.change();
       inode->changed_here();
       return held;
     }
@@ -253,7 +243,7 @@ namespace {
 void end_writer(Filesystem& fs, ImplicitHandles::Writer& writer) {
   std::unique_lock end(writer.in_use);
   writer.ended = true;
-  writer.handle->flushed = true;
+  writer.handle->life.flush();
   finish_handle(fs, *writer.handle);
 }
 
@@ -277,18 +267,13 @@ void flush_implicit(Filesystem& fs, fuse_ino_t ino, pid_t tid) {
   });
   if (!flushed.writer) return;  // a close that changed nothing
   FileHandle& handle = *flushed.writer->handle;
-  if (handle.tracked) {
-    if (closer_state_of(tid) == CloserState::abandoned)
-      handle.abandoned = true;
-    else
-      handle.closed_normally = true;
-  }
+  if (handle.tracked) handle.life.closer(closer_state_of(tid) != CloserState::abandoned);
   if (flushed.last) end_writer(fs, *flushed.writer);
 }
 
 void end_orphaned_writer(Filesystem& fs, fuse_ino_t ino) {
   if (auto writer = fs.implicit.take_orphaned(ino, process_gone)) {
-    writer->handle->abandoned = true;
+    writer->handle->life.abandon();
     end_writer(fs, *writer);
     fs.implicit.orphan_ended(ino);
   }
@@ -296,7 +281,7 @@ void end_orphaned_writer(Filesystem& fs, fuse_ino_t ino) {
 
 void end_unheld_writer(Filesystem& fs, fuse_ino_t ino) {
   if (auto writer = fs.implicit.take_if_unheld(ino)) {
-    writer->handle->closed_normally = true;
+    writer->handle->life.closer(true);
     end_writer(fs, *writer);
   }
 }
@@ -399,12 +384,10 @@ void finish_handle(Filesystem& fs, FileHandle& handle) {
     handle.fd.reset();
     if (std::exchange(handle.parked, false)) fs.parked_handles.fetch_sub(1, std::memory_order_relaxed);
   }
-  if (handle.awaiting_release.exchange(false)) fs.closed_unreleased.fetch_sub(1, std::memory_order_relaxed);
+  if (handle.life.take_awaited_release()) fs.closed_unreleased.fetch_sub(1, std::memory_order_relaxed);
   if (!handle.tracked) return;
   const InodeRef& inode = handle.inode;
-  const HandleEnd end{handle.changed.load(), handle.abandoned.load() || !handle.flushed.load(), handle.made,
-                      handle.closed_normally.load()};
-  const auto last = fs.writers.released(inode->dev, inode->ino, end);
+  const auto last = fs.writers.released(inode->dev, inode->ino, handle.life.end());
   if (!last) return;
   const auto [pfd, seen] = name_opened_as(handle);
   if (*last == LastClose::seal && seal_later(fs, handle, pfd, seen)) return;
@@ -414,7 +397,7 @@ void finish_handle(Filesystem& fs, FileHandle& handle) {
 std::size_t release_closed_handles(Filesystem& fs) {
   std::size_t finished = 0;
   for (const auto& handle : fs.files.take_all()) {
-    if (!handle || handle->passthrough || !handle->flushed.load()) continue;
+    if (!handle || handle->passthrough || !handle->life.flushed()) continue;
     finish_handle(fs, *handle);
     ++finished;
   }

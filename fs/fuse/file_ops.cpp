@@ -22,7 +22,9 @@
 #include "core/base/result.hpp"
 #include "core/store/store.hpp"
 #include "fs/fuse/fd_bufvec.hpp"
+#include "fs/fuse/file_handle.hpp"
 #include "fs/fuse/file_handles.hpp"
+#include "fs/fuse/handle_life.hpp"
 #include "fs/fuse/handlers.hpp"
 #include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/page_push.hpp"
@@ -37,16 +39,10 @@ constexpr auto kPassthroughCloseWait = PassthroughOpens::kCloseWait;
 
 bool opens_for_write(int flags) { return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC) != 0; }
 
-// The handle of a new file from Store::create, tracked when it writes or made
-// the file: O_CREAT with O_RDONLY makes a file that is sealed empty at its
-// close (R10).
-std::shared_ptr<FileHandle> created_handle(Store::Created& created, int flags) {
-  auto handle = std::make_shared<FileHandle>();
-  handle->fd = std::move(created.open_fd);
-  handle->tracked = (opens_for_write(flags) || created.made) && Store::tracked_kind(created.found.kind);
-  handle->made = created.made;
-  handle->changed = (flags & O_TRUNC) != 0 && !created.made;
-  return handle;
+// What the open of a new file from Store::create did: made it, or truncated
+// an existing one (O_TRUNC without O_EXCL).
+HandleLife::Origin created_origin(const Store::Created& created, int flags) {
+  return {created.made, (flags & O_TRUNC) != 0 && !created.made};
 }
 
 // Without OPEN the kernel sends no RELEASE at all, not even for a file from
@@ -66,7 +62,7 @@ void reply_created_implicit(fuse_req_t req, Filesystem& fs, const fuse_entry_par
   if ((*writer)->handle != handle) {
     // A writer of this file was there first (a CREATE of an existing name):
     // it carries on, and this open counts as one more of its writers.
-    if ((*writer)->handle && handle->changed) (*writer)->handle->changed = true;  // O_TRUNC
+    if ((*writer)->handle && handle->life.changed()) (*writer)->handle->life.change();  // O_TRUNC
     handle->fd.reset();
     if (handle->tracked) fs.writers.cancelled(handle->inode->dev, handle->inode->ino);
   }
@@ -83,19 +79,10 @@ void reply_created_implicit(fuse_req_t req, Filesystem& fs, const fuse_entry_par
 // volatile), so the check does not depend on it.
 std::shared_ptr<FileHandle> opened_handle(Filesystem& fs, const InodeRef& inode, UniqueFd fd, int flags,
                                           bool tracked) {
-  auto handle = std::make_shared<FileHandle>();
-  handle->fd = std::move(fd);
-  handle->inode = inode;
-  if (tracked) {
-    handle->opened_as = inode->path_fd();
-    handle->opened_at = inode->last_seen();
-  }
-  handle->tracked = tracked;
-  handle->changed = tracked && (flags & O_TRUNC) != 0;
+  auto handle = make_file_handle(std::move(fd), inode, tracked, {false, tracked && (flags & O_TRUNC) != 0});
   if (!opens_for_write(flags)) {
     auto st = fs.store->attributes(handle->fd.get());
-    handle->sealed_read = st.ok() && S_ISREG(st->st_mode);
-    if (st) handle->verified = Stamp::of(*st);
+    if (st) handle->check_reads_against(*st);
   }
   return handle;
 }
@@ -191,12 +178,15 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     auto created = fs.store->create(dir->path_fd()->get(), name, mode, fi->flags);
     if (!created) return reply_error(req, created.error());
     give_to_caller(fs, req, dir->path_fd()->get(), created->found, mode);
-    auto handle = created_handle(*created, fi->flags);
+    // Tracked when it writes or made the file: O_CREAT with O_RDONLY makes a
+    // file that is sealed empty at its close (R10).
+    const bool tracked =
+        (opens_for_write(fi->flags) || created->made) && Store::tracked_kind(created->found.kind);
+    const HandleLife::Origin origin = created_origin(*created, fi->flags);
+    UniqueFd fd = std::move(created->open_fd);
     fuse_entry_param e = remember(fs, std::move(created->found), *dir, name);
-    handle->inode = fs.inodes.get(e.ino);
+    auto handle = make_file_handle(std::move(fd), fs.inodes.get(e.ino), tracked, origin);
     if (handle->tracked) {
-      handle->opened_as = handle->inode->path_fd();
-      handle->opened_at = handle->inode->last_seen();
       fs.writers.opened(handle->inode->dev, handle->inode->ino);
       take_over_seal(fs, handle->inode->dev, handle->inode->ino);
     }
@@ -297,7 +287,7 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t off, fu
     {
       auto held = handle_to_change(req, ino, fi);
       if (!held) return;
-      held->changed = true;
+      held->life.change();
       fuse_bufvec out = fd_bufvec(fuse_buf_size(in), held->fd.get(), off);
       n = fuse_buf_copy(&out, in, static_cast<fuse_buf_copy_flags>(0));
       // B out of space: the quarantine gives its space back first (issue 23 point 4).
@@ -329,14 +319,10 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     }
     auto handle = file_or_reply(req, fi);
     if (!handle) return;
-    if (handle->tracked) {
-      if (closer_state_of(fuse_req_ctx(req)->pid) == CloserState::abandoned)
-        handle->abandoned = true;
-      else
-        handle->closed_normally = true;
-    }
-    handle->flushed = true;
-    if (handle->tracked && !handle->awaiting_release.exchange(true))
+    if (handle->tracked)
+      handle->life.closer(closer_state_of(fuse_req_ctx(req)->pid) != CloserState::abandoned);
+    handle->life.flush();
+    if (handle->tracked && handle->life.await_release())
       fs.closed_unreleased.fetch_add(1, std::memory_order_relaxed);
     fuse_reply_err(req, 0);
   });
@@ -369,7 +355,7 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len
   guarded(req, [&] {
     auto held = handle_to_change(req, ino, fi);
     if (!held) return;
-    held->changed = true;
+    held->life.change();
     reply_status(req, fs_of(req).store->allocate(held->fd.get(), mode, off, len));
   });
 }

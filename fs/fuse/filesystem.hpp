@@ -21,6 +21,7 @@
 #include "core/store/store.hpp"
 #include "core/verify/verifier.hpp"
 #include "fs/fuse/deferred_seals.hpp"
+#include "fs/fuse/file_handle.hpp"
 #include "fs/fuse/handle_table.hpp"
 #include "fs/fuse/implicit_dirs.hpp"
 #include "fs/fuse/implicit_handles.hpp"
@@ -34,53 +35,6 @@
 #include "fs/fuse/writer_tracking.hpp"
 
 namespace sealfs::fuse {
-
-struct FileHandle {
-  UniqueFd fd;
-  InodeRef inode;  // keeps the O_PATH fd for seal/abandon after the kernel forgets it
-  // The name the file was opened under (the inode's O_PATH fd and where it
-  // was seen then; an O_PATH fd follows renames). The seal after the last
-  // close seals that name: a link through the mount that comes before the
-  // kernel's RELEASE gives the inode a newer fd under the new name, which the
-  // link sealed itself, and the writer's own name must not be left unsealed.
-  // Write handles only: each may keep one O_PATH fd alive that a later
-  // lookup replaced (within descriptors_low's headroom); read handles, which
-  // a caller can hold by the thousand, keep none.
-  std::shared_ptr<const UniqueFd> opened_as;
-  Inode::SeenAt opened_at;
-  bool tracked = false;  // counted in WriterTracking (a write handle outside volatile areas)
-  std::atomic<bool> abandoned{false};
-  // Every close(2) of a descriptor sends FLUSH before the last RELEASE. A
-  // write handle released without one was never held by its opener (a
-  // create cut short by SIGKILL, a reply that failed) or lost its closer's
-  // FLUSH: R4 cannot call that a normal close, so it counts as abandoned.
-  std::atomic<bool> flushed{false};
-  // Closed (its FLUSH came) and still waiting for its RELEASE: counted in
-  // Filesystem::closed_unreleased while true.
-  std::atomic<bool> awaiting_release{false};
-  // R10: an abandoned writer abandons only a file its handle changed (wrote,
-  // truncated, allocated); a file it merely opened stays as it was, and one
-  // it only created is sealed (empty) all the same.
-  std::atomic<bool> changed{false};
-  bool made = false;
-  std::atomic<bool> closed_normally{false};  // a FLUSH came from a task closing normally
-  // A read handle of a sealed file: the stamp of the content that was
-  // verified. Every READ compares the backing file with it (R2: every byte
-  // served equals the bytes verified); guarded by stamp_mu.
-  bool sealed_read = false;
-  std::mutex stamp_mu;
-  Stamp verified{};
-  // The handle an inode's passthrough opens share (passthrough.hpp): their
-  // RELEASE ends a passthrough open, and never closes it.
-  bool passthrough = false;
-  // Issue 24 (parked_handles.hpp): a handle no request uses closes fd and
-  // opened_as while the daemon's descriptors run out, and opens them again
-  // at its next use. Requests hold park_mu shared while they use fd;
-  // parking and the handle's end hold it unique.
-  std::shared_mutex park_mu;
-  bool parked = false;   // under park_mu
-  int parked_flags = 0;  // fd's open flags, to open it again with; under park_mu
-};
 
 struct DirHandle {
   InodeRef inode;

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <utility>
 
-#include "fs/fuse/filesystem.hpp"
+#include "fs/fuse/file_handle.hpp"
 
 namespace sealfs::fuse {
 namespace {

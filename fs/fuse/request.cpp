@@ -11,6 +11,7 @@
 
 #include "core/base/result.hpp"
 #include "core/store/store.hpp"
+#include "fs/fuse/file_handle.hpp"
 #include "fs/fuse/filesystem.hpp"
 #include "fs/fuse/inode_table.hpp"
 
