@@ -55,19 +55,19 @@ Error failure(const char* what) { return errno != 0 ? errno_error(what) : make_e
 
 }  // namespace
 
-Result<struct stat> Store::attributes(int path_fd) const {
+Result<struct stat> StoreAttributes::attributes(int path_fd) const {
   struct stat st {};
   if (::fstatat(path_fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return gone_or(failure("fstat"));
   return st;
 }
 
-Result<struct stat> Store::attributes_at(int dir_fd, std::string_view name) const {
+Result<struct stat> StoreAttributes::attributes_at(int dir_fd, std::string_view name) const {
   struct stat st {};
   if (::fstatat(dir_fd, std::string(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return failure("fstatat");
   return st;
 }
 
-Status Store::change_mode(int path_fd, mode_t mode, int handle_fd) {
+Status StoreAttributes::change_mode(int path_fd, mode_t mode, int handle_fd) {
   auto st = attributes(path_fd);
   if (!st) return st.error();
   if (S_ISLNK(st->st_mode)) return make_error(EOPNOTSUPP, "chmod of a symlink");
@@ -75,41 +75,41 @@ Status Store::change_mode(int path_fd, mode_t mode, int handle_fd) {
   return rc == 0 ? Status{} : failure("chmod");
 }
 
-Status Store::change_owner(int path_fd, uid_t uid, gid_t gid) {
+Status StoreAttributes::change_owner(int path_fd, uid_t uid, gid_t gid) {
   if (::fchownat(path_fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return failure("chown");
   return {};
 }
 
-Status Store::change_times(int path_fd, const struct timespec (&times)[2], int handle_fd) {
+Status StoreAttributes::change_times(int path_fd, const struct timespec (&times)[2], int handle_fd) {
   const int rc = handle_fd >= 0 ? ::futimens(handle_fd, times)
                                 : ::utimensat(path_fd, "", times, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
   return rc == 0 ? Status{} : failure("utimensat");
 }
 
-Status Store::truncate_handle(int handle_fd, off_t size) {
+Status StoreAttributes::truncate_handle(int handle_fd, off_t size) {
   return ::ftruncate(handle_fd, size) == 0 ? Status{} : failure("ftruncate");
 }
 
-Status Store::allocate(int handle_fd, int mode, off_t offset, off_t length) {
+Status StoreAttributes::allocate(int handle_fd, int mode, off_t offset, off_t length) {
   return with_room(*impl_, [&] {
     return ::fallocate(handle_fd, mode, offset, length) == 0 ? Status{} : failure("fallocate");
   });
 }
 
-bool Store::make_room() { return impl_->quarantine.make_room(); }
+bool StoreAttributes::make_room() { return impl_->quarantine.make_room(); }
 
-Result<off_t> Store::seek(int handle_fd, off_t offset, int whence) {
+Result<off_t> StoreAttributes::seek(int handle_fd, off_t offset, int whence) {
   const off_t pos = ::lseek(handle_fd, offset, whence);
   if (pos < 0) return failure("lseek");
   return pos;
 }
 
-Status Store::sync_handle(int handle_fd, bool data_only) {
+Status StoreAttributes::sync_handle(int handle_fd, bool data_only) {
   const int rc = data_only ? ::fdatasync(handle_fd) : ::fsync(handle_fd);
   return rc == 0 ? Status{} : failure("fsync");
 }
 
-Status Store::sync_directory(int path_fd, bool data_only) {
+Status StoreAttributes::sync_directory(int path_fd, bool data_only) {
   // O_PATH fds cannot be fsync'ed: open the directory itself for this.
   UniqueFd fd(::openat(path_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd) return failure("open directory");
@@ -117,7 +117,7 @@ Status Store::sync_directory(int path_fd, bool data_only) {
   return rc == 0 ? Status{} : failure("fsync directory");
 }
 
-Result<std::string> Store::read_link(int path_fd) const {
+Result<std::string> StoreAttributes::read_link(int path_fd) const {
   std::string target(PATH_MAX + 1, '\0');
   const ssize_t n = ::readlinkat(path_fd, "", target.data(), target.size());
   if (n < 0) return failure("readlink");
@@ -127,13 +127,13 @@ Result<std::string> Store::read_link(int path_fd) const {
   return target;
 }
 
-Result<struct statvfs> Store::space() const {
+Result<struct statvfs> StoreAttributes::space() const {
   struct statvfs sv {};
   if (::fstatvfs(impl_->root_fd.get(), &sv) != 0) return failure("statvfs");
   return sv;
 }
 
-Status Store::give_to(Found& found, int parent_fd, uid_t uid, gid_t gid, mode_t wanted) {
+Status StoreAttributes::give_to(Found& found, int parent_fd, uid_t uid, gid_t gid, mode_t wanted) {
   Status first;
   auto keep = [&first](Status s) {
     if (first && !s) first = std::move(s);
@@ -153,27 +153,28 @@ Status Store::give_to(Found& found, int parent_fd, uid_t uid, gid_t gid, mode_t 
   return first;
 }
 
-bool Store::tracked_kind(ObjectKind kind) {
+bool StoreAttributes::tracked_kind(ObjectKind kind) {
   return kind != ObjectKind::volatile_obj && kind != ObjectKind::special && kind != ObjectKind::root &&
          kind != ObjectKind::container && kind != ObjectKind::entry_root && kind != ObjectKind::dir_in_entry;
 }
 
-bool Store::writes_tracked(int path_fd, ObjectKind last_kind, PlaceHint hint) {
+bool StoreAttributes::writes_tracked(int path_fd, ObjectKind last_kind, PlaceHint hint) {
   auto st = attributes(path_fd);
   if (!st) return tracked_kind(last_kind);
   if (!S_ISREG(st->st_mode)) return false;  // FIFOs and sockets are never sealed
-  auto in_volatile = in_volatile_area(path_fd, hint);
+  auto in_volatile = sealfs::in_volatile_area(*impl_, path_fd, hint);
   return in_volatile ? !*in_volatile : tracked_kind(last_kind);
 }
 
-Result<Store::XattrValue> Store::get_xattr(int path_fd, std::string_view name, std::size_t capacity) {
+Result<Store::XattrValue> StoreAttributes::get_xattr(int path_fd, std::string_view name,
+                                                     std::size_t capacity) {
   XattrValue out;
   if (reserved_xattr(name)) {
     auto st = attributes(path_fd);
     auto root_st = attributes(impl_->root_fd.get());
     if (name != kStatusXattr || !st || !root_st || !same_object(*st, *root_st))
       return make_error(ENODATA, "reserved extended attribute");
-    out.value = status().to_json();
+    out.value = status_of(*impl_).to_json();
     out.length = out.value.size();
     if (capacity == 0) out.value.clear();
     if (out.length > capacity && capacity != 0)
@@ -191,7 +192,7 @@ Result<Store::XattrValue> Store::get_xattr(int path_fd, std::string_view name, s
   return out;
 }
 
-Result<std::string> Store::list_xattrs(int path_fd) const {
+Result<std::string> StoreAttributes::list_xattrs(int path_fd) const {
   const std::string path = proc_fd_path(path_fd);
   std::string names;
   for (int attempt = 0; attempt < 8; ++attempt) {  // the list may grow between the two calls
@@ -219,7 +220,7 @@ Result<std::string> Store::list_xattrs(int path_fd) const {
   return shown;
 }
 
-Status Store::set_xattr(int path_fd, std::string_view name, std::string_view value, int flags) {
+Status StoreAttributes::set_xattr(int path_fd, std::string_view name, std::string_view value, int flags) {
   if (reserved_xattr(name)) return make_error(EPERM, "reserved extended attribute");
   if (acl_xattr(name)) return make_error(EOPNOTSUPP, "POSIX ACLs are not supported on the mount");
   const std::string key(name);
@@ -228,7 +229,7 @@ Status Store::set_xattr(int path_fd, std::string_view name, std::string_view val
   return {};
 }
 
-Status Store::remove_xattr(int path_fd, std::string_view name) {
+Status StoreAttributes::remove_xattr(int path_fd, std::string_view name) {
   if (reserved_xattr(name)) return make_error(EPERM, "reserved extended attribute");
   if (acl_xattr(name)) return make_error(EOPNOTSUPP, "POSIX ACLs are not supported on the mount");
   const std::string key(name);

@@ -21,7 +21,7 @@
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"
 #include "core/store/dir_context.hpp"
-#include "core/store/impl.hpp"
+#include "core/store/impl.hpp"  // IWYU pragma: keep (StoreState, reached through the alias Store::Impl)
 #include "core/store/judge.hpp"
 #include "core/store/offline.hpp"
 #include "core/store/offline_walk.hpp"

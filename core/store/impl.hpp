@@ -1,6 +1,6 @@
 // Private to the store's .cpp files: the state behind sealfs::Store, as the
-// parts that hold it. Impl only owns them and wires them together; each part
-// keeps its own state private:
+// parts that hold it (StoreState, called Store::Impl inside core/store). It only owns them and wires them
+// together; each part keeps its own state private:
 //   Policy        what the options decide (fsync, in progress, crash points)
 //   Locator       where an object sits below the root; the DirContext cache
 //   Judge         the visibility verdict on a name (no side effects)
@@ -40,9 +40,9 @@
 
 namespace sealfs {
 
-struct Store::Impl {
-  Impl(UniqueFd root, std::string root_path, const struct stat& root_st, Profile profile,
-       StoreOptions options);
+struct StoreState {
+  StoreState(UniqueFd root, std::string root_path, const struct stat& root_st, Profile profile,
+             StoreOptions options);
 
   // Declared in the order they are built: each part refers to those above it.
   UniqueFd root_fd;
@@ -80,6 +80,12 @@ auto with_room(Store::Impl& s, Op&& op) -> decltype(op()) {
 Status seal_with_room(Store::Impl& s, const DirContext& ctx, const Placed& placed);
 // Seals that wait for space, tried again (one thread at a time).
 void retry_pending_seals(Store::Impl& s);
+
+// Whether the object behind path_fd lies in a volatile area now
+// (StoreReading::in_volatile_area; also R4's tracking decision).
+Result<bool> in_volatile_area(const Store::Impl& s, int path_fd, PlaceHint hint);
+// The counters with the daemon's gauges (Store::status, kStatusXattr).
+MetricsSnapshot status_of(const Store::Impl& s);
 
 // dir_fd/name opened O_PATH as a Found of the given kind; ENOENT when it is
 // no longer `expect` (replaced meanwhile).

@@ -89,7 +89,8 @@ Status sealed_link(Store::Impl& s, const Placed& src, const DirContext& dctx, in
 
 }  // namespace
 
-Result<Found> Store::link(int src_path_fd, int dst_dir_fd, std::string_view dst_name, PlaceHint src_hint) {
+Result<Found> StorePublishing::link(int src_path_fd, int dst_dir_fd, std::string_view dst_name,
+                                    PlaceHint src_hint) {
   Impl& s = *impl_;
   DeferredInvalidations held(s.consequences);
   if (Status ok = check_name(dst_name); !ok) return ok.error();

@@ -58,7 +58,7 @@ Result<Target> cleared_target(Store::Impl& s, int dir_fd, std::string_view name)
 
 }  // namespace
 
-Result<Store::Created> Store::create(int dir_fd, std::string_view name, mode_t mode, int flags) {
+Result<Store::Created> StoreNamespace::create(int dir_fd, std::string_view name, mode_t mode, int flags) {
   Impl& s = *impl_;
   auto t = cleared_target(s, dir_fd, name);
   if (!t) return t.error();
@@ -88,7 +88,7 @@ Result<Store::Created> Store::create(int dir_fd, std::string_view name, mode_t m
   return Created{std::move(*found), std::move(fd), true};
 }
 
-Result<Found> Store::mkdir(int dir_fd, std::string_view name, mode_t mode) {
+Result<Found> StoreNamespace::mkdir(int dir_fd, std::string_view name, mode_t mode) {
   Impl& s = *impl_;
   auto t = cleared_target(s, dir_fd, name);
   if (!t) return t.error();
@@ -105,7 +105,7 @@ Result<Found> Store::mkdir(int dir_fd, std::string_view name, mode_t mode) {
   return found_at(dir_fd, name, kind);
 }
 
-Result<Found> Store::symlink(int dir_fd, std::string_view name, std::string_view target) {
+Result<Found> StoreNamespace::symlink(int dir_fd, std::string_view name, std::string_view target) {
   Impl& s = *impl_;
   DeferredInvalidations held(s.consequences);
   if (target.empty() || target.find('\0') != std::string_view::npos || target.size() >= PATH_MAX)
@@ -131,7 +131,7 @@ Result<Found> Store::symlink(int dir_fd, std::string_view name, std::string_view
   return found_at(dir_fd, name, ctx->entry ? ObjectKind::file_in_entry : ObjectKind::sealed_file);
 }
 
-Result<Found> Store::mknod(int dir_fd, std::string_view name, mode_t mode, dev_t rdev) {
+Result<Found> StoreNamespace::mknod(int dir_fd, std::string_view name, mode_t mode, dev_t rdev) {
   Impl& s = *impl_;
   DeferredInvalidations held(s.consequences);
   const mode_t type = mode & S_IFMT;
@@ -163,7 +163,7 @@ Result<Found> Store::mknod(int dir_fd, std::string_view name, mode_t mode, dev_t
   return found_at(dir_fd, name, ctx->entry ? ObjectKind::file_in_entry : ObjectKind::sealed_file);
 }
 
-Status Store::unlink(int dir_fd, std::string_view name) {
+Status StoreNamespace::unlink(int dir_fd, std::string_view name) {
   Impl& s = *impl_;
   DeferredInvalidations held(s.consequences);
   auto target = visible_target(s, dir_fd, name);
@@ -194,7 +194,7 @@ Status Store::unlink(int dir_fd, std::string_view name) {
   return {};
 }
 
-Status Store::rmdir(int dir_fd, std::string_view name) {
+Status StoreNamespace::rmdir(int dir_fd, std::string_view name) {
   Impl& s = *impl_;
   // Even a failed rmdir may have removed the directory's manifest (R5).
   DirMoveGuard dir_moves(s.places.contexts(), true);

@@ -20,7 +20,7 @@
 #include "core/manifest/manifest_file.hpp"
 #include "core/manifest/manifest_mac.hpp"
 #include "core/store/dir_context.hpp"
-#include "core/store/impl.hpp"
+#include "core/store/impl.hpp"  // IWYU pragma: keep (StoreState, reached through the alias Store::Impl)
 #include "core/store/judge.hpp"
 #include "core/store/offline_walk.hpp"
 #include "core/store/place.hpp"

@@ -460,8 +460,8 @@ Status Publisher::publish_file(const Move& m) {
 
 }  // namespace
 
-Status Store::rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd, std::string_view dst_name,
-                     unsigned flags) {
+Status StorePublishing::rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd,
+                               std::string_view dst_name, unsigned flags) {
   Impl& s = *impl_;
   DeferredInvalidations held(s.consequences);
   DirMoveGuard dir_moves(s.places.contexts());

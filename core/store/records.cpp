@@ -35,7 +35,7 @@
 #include "core/manifest/manifest_file.hpp"
 #include "core/manifest/manifest_mac.hpp"
 #include "core/store/dir_context.hpp"
-#include "core/store/impl.hpp"
+#include "core/store/impl.hpp"  // IWYU pragma: keep (StoreState, reached through the alias Store::Impl)
 #include "core/store/links.hpp"
 #include "core/store/publish.hpp"
 #include "core/store/store.hpp"
@@ -465,7 +465,7 @@ Status Records::seal_at(const DirContext& ctx, int dir_fd, std::string_view name
 // the file, so the manifest that covers it follows: its access is computed
 // again from every file it lists (narrower or wider) and set in place, under
 // the manifest's lock so no concurrent rewrite is undone.
-Status Store::refresh_manifest_access(int path_fd, PlaceHint hint) {
+Status StorePublishing::refresh_manifest_access(int path_fd, PlaceHint hint) {
   Impl& s = *impl_;
   auto st = stat_fd(path_fd);
   if (!st) return st.error();

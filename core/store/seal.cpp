@@ -49,7 +49,7 @@ Result<ClosedFile> closed_file(const Store::Impl& s, int path_fd, PlaceHint hint
 
 }  // namespace
 
-Status Store::seal(int path_fd, PlaceHint hint) {
+Status StorePublishing::seal(int path_fd, PlaceHint hint) {
   Impl& s = *impl_;
   DeferredInvalidations held(s.consequences);
   auto closed = closed_file(s, path_fd, hint);
@@ -62,7 +62,7 @@ Status Store::seal(int path_fd, PlaceHint hint) {
   return {};
 }
 
-Status Store::abandon(int path_fd, PlaceHint hint) {
+Status StorePublishing::abandon(int path_fd, PlaceHint hint) {
   Impl& s = *impl_;
   auto closed = closed_file(s, path_fd, hint);
   if (!closed) return closed.error();
@@ -84,7 +84,7 @@ Status Store::abandon(int path_fd, PlaceHint hint) {
   return {};
 }
 
-Status Store::truncate(int path_fd, off_t size, PlaceHint hint) {
+Status StorePublishing::truncate(int path_fd, off_t size, PlaceHint hint) {
   if (size < 0) return make_error(EINVAL, "negative size");
   auto fd = reopen_fd(path_fd, O_WRONLY);
   if (!fd) return fd.error();

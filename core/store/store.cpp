@@ -197,8 +197,8 @@ Result<UniqueFd> open_for_reading(Store::Impl& s, int path_fd, int flags, const 
 
 }  // namespace
 
-Store::Impl::Impl(UniqueFd root, std::string root_path, const struct stat& root_stat, Profile store_profile,
-                  StoreOptions store_options)
+StoreState::StoreState(UniqueFd root, std::string root_path, const struct stat& root_stat,
+                       Profile store_profile, StoreOptions store_options)
     : root_fd(std::move(root)),
       root_st(root_stat),
       profile(std::move(store_profile)),
@@ -220,7 +220,12 @@ Store::Impl::Impl(UniqueFd root, std::string root_path, const struct stat& root_
     verifier.set_mid_hash_hook([hook = options.fault_hook] { hook(seal_steps::kHashing); });
 }
 
-Store::Store(OpenTag, std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Store::Store(OpenTag, std::unique_ptr<Impl> impl)
+    : StoreReading(impl.get()),
+      StoreNamespace(impl.get()),
+      StorePublishing(impl.get()),
+      StoreAttributes(impl.get()),
+      impl_(std::move(impl)) {}
 Store::~Store() = default;
 
 Result<std::unique_ptr<Store>> Store::open_backing(const std::string& backing_path, Profile profile,
@@ -261,12 +266,14 @@ const Profile& Store::profile() const { return impl_->profile; }
 const StoreOptions& Store::options() const { return impl_->options; }
 Metrics& Store::metrics() { return impl_->metrics; }
 
-MetricsSnapshot Store::status() const {
-  const auto& gauges = impl_->options.gauges;
-  return impl_->metrics.snapshot(gauges ? gauges() : Gauges{});
+MetricsSnapshot status_of(const Store::Impl& s) {
+  const auto& gauges = s.options.gauges;
+  return s.metrics.snapshot(gauges ? gauges() : Gauges{});
 }
 
-Result<Found> Store::root() {
+MetricsSnapshot Store::status() const { return status_of(*impl_); }
+
+Result<Found> StoreReading::root() {
   auto fd = open_beneath(impl_->root_fd.get(), "", O_PATH | O_DIRECTORY);
   if (!fd) return fd.error();
   Found f;
@@ -276,15 +283,15 @@ Result<Found> Store::root() {
   return f;
 }
 
-Result<Found> Store::lookup(int dir_fd, std::string_view name) {
+Result<Found> StoreReading::lookup(int dir_fd, std::string_view name) {
   return lookup_at(*impl_, dir_fd, name, VerifyDepth::cached);
 }
 
-Result<Found> Store::lookup_verified(int dir_fd, std::string_view name) {
+Result<Found> StoreReading::lookup_verified(int dir_fd, std::string_view name) {
   return lookup_at(*impl_, dir_fd, name, VerifyDepth::cached_only);
 }
 
-Result<Found> Store::lookup_listed(int dir_fd, std::string_view name, const ListedVerdict* judged) {
+Result<Found> StoreReading::lookup_listed(int dir_fd, std::string_view name, const ListedVerdict* judged) {
   Impl& s = *impl_;
   // Seen at stat level only (never hashed, or its stamps not a second old):
   // whether a hashed verdict answers is lookup_verified's question.
@@ -299,7 +306,7 @@ Result<Found> Store::lookup_listed(int dir_fd, std::string_view name, const List
   return found;
 }
 
-Result<Listing> Store::list(int dir_fd) {
+Result<Listing> StoreReading::list(int dir_fd) {
   Impl& s = *impl_;
   if (auto again = repeat_entry_root(s, dir_fd)) return std::move(*again);
   auto ctx = s.places.context_of(dir_fd);
@@ -328,7 +335,7 @@ Result<Listing> Store::list(int dir_fd) {
   return out;
 }
 
-Result<UniqueFd> Store::open_file(int path_fd, int flags, PlaceHint hint) {
+Result<UniqueFd> StoreReading::open_file(int path_fd, int flags, PlaceHint hint) {
   if ((flags & (O_CREAT | O_EXCL)) != 0) return make_error(EINVAL, "open: O_CREAT/O_EXCL belong to create");
   auto st = stat_fd(path_fd);
   // Our own descriptor's object cannot vanish on a local filesystem; on a
@@ -342,13 +349,17 @@ Result<UniqueFd> Store::open_file(int path_fd, int flags, PlaceHint hint) {
   return reopen_fd(path_fd, flags, &*st);
 }
 
-Result<bool> Store::in_volatile_area(int path_fd, PlaceHint hint) {
-  auto rel = impl_->places.rel_of(path_fd, hint);
+Result<bool> in_volatile_area(const Store::Impl& s, int path_fd, PlaceHint hint) {
+  auto rel = s.places.rel_of(path_fd, hint);
   if (!rel) return rel.error();
-  return impl_->profile.is_volatile(*rel);
+  return s.profile.is_volatile(*rel);
 }
 
-Result<bool> Store::child_in_volatile_area(int dir_fd, std::string_view name) {
+Result<bool> StoreReading::in_volatile_area(int path_fd, PlaceHint hint) {
+  return sealfs::in_volatile_area(*impl_, path_fd, hint);
+}
+
+Result<bool> StoreReading::child_in_volatile_area(int dir_fd, std::string_view name) {
   auto ctx = impl_->places.context_of(dir_fd);
   if (!ctx) return ctx.error();
   return ctx->is_volatile || impl_->profile.is_volatile(ctx->child_rel(name));

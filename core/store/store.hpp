@@ -158,21 +158,20 @@ struct PlaceHint {
 struct FsckReport;    // offline.hpp
 struct ResignReport;  // offline.hpp
 
-class Store {
- public:
-  // Opens the backing directory (O_PATH|O_DIRECTORY), creates B/.sealfs/ and
-  // its quarantine if missing. ENOENT/ENOTDIR/EACCES with the path in the message.
-  static Result<std::unique_ptr<Store>> open_backing(const std::string& backing_path, Profile profile,
-                                                     StoreOptions options);
-  ~Store();
-  Store(const Store&) = delete;
-  Store& operator=(const Store&) = delete;
+// The store's state (core/store/impl.hpp): its parts, private to core/store.
+struct StoreState;
 
-  const Profile& profile() const;
-  const StoreOptions& options() const;
-  Metrics& metrics();
-  // The counters with the daemon's gauges: what kStatusXattr holds (as JSON).
-  MetricsSnapshot status() const;
+// Store's faces by job (as cvmfs groups its cache manager): what a load
+// asks (StoreReading), what makes and removes names (StoreNamespace), what
+// publishes and seals (StorePublishing), and the plain POSIX calls the
+// adapter needs on B (StoreAttributes). A Store is all four; code that needs
+// one job takes that face. The offline tools take a Store& (offline.hpp).
+
+// What a load asks: names, listings, opens, each judged (R2, R3, R4, R7, R8).
+class StoreReading {
+ public:
+  StoreReading(const StoreReading&) = delete;
+  StoreReading& operator=(const StoreReading&) = delete;
 
   // ---- Visibility (R2, R3, R4, R7) -------------------------------------
   // ENOENT when the child is absent or hidden. May hash and may quarantine
@@ -208,6 +207,20 @@ class Store {
   // in B (quarantined) and not what was verified.
   Result<UniqueFd> open_file(int path_fd, int flags, PlaceHint hint = {});
 
+ protected:
+  using Impl = StoreState;
+  explicit StoreReading(StoreState* impl) : impl_(impl) {}
+  ~StoreReading() = default;
+
+  StoreState* impl_;  // owned by the Store this face is part of
+};
+
+// What makes and removes names (R5, R7, R10).
+class StoreNamespace {
+ public:
+  StoreNamespace(const StoreNamespace&) = delete;
+  StoreNamespace& operator=(const StoreNamespace&) = delete;
+
   // ---- Creation (R5, R7, R10) ------------------------------------------
   struct Created {
     Found found;
@@ -224,6 +237,20 @@ class Store {
   // ---- Removal ----------------------------------------------------------
   Status unlink(int dir_fd, std::string_view name);  // inside an entry: manifest first
   Status rmdir(int dir_fd, std::string_view name);   // hidden/reserved leftovers removed (R5)
+
+ protected:
+  using Impl = StoreState;
+  explicit StoreNamespace(StoreState* impl) : impl_(impl) {}
+  ~StoreNamespace() = default;
+
+  StoreState* impl_;  // owned by the Store this face is part of
+};
+
+// What publishes (R1, R5, R6, R10) and seals in-place writes (R4).
+class StorePublishing {
+ public:
+  StorePublishing(const StorePublishing&) = delete;
+  StorePublishing& operator=(const StorePublishing&) = delete;
 
   // ---- Publish (R1, R6, R10) ---------------------------------------------
   // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.
@@ -244,6 +271,21 @@ class Store {
   // manifest that covers it gets the narrowest access of the files it lists
   // again (manifest_file.hpp, ManifestAccess). Nothing to do for anything else.
   Status refresh_manifest_access(int path_fd, PlaceHint hint = {});
+
+ protected:
+  using Impl = StoreState;
+  explicit StorePublishing(StoreState* impl) : impl_(impl) {}
+  ~StorePublishing() = default;
+
+  StoreState* impl_;  // owned by the Store this face is part of
+};
+
+// The plain calls on B the adapter needs besides the rules (fs/README.md:
+// fs/ makes no system call on B).
+class StoreAttributes {
+ public:
+  StoreAttributes(const StoreAttributes&) = delete;
+  StoreAttributes& operator=(const StoreAttributes&) = delete;
 
   // ---- Attributes, links, extended attributes, space (attributes.cpp) ------
   // What the adapter needs besides the rules above, so that fs/ makes no
@@ -312,10 +354,34 @@ class Store {
   Status set_xattr(int path_fd, std::string_view name, std::string_view value, int flags);
   Status remove_xattr(int path_fd, std::string_view name);
 
+ protected:
+  using Impl = StoreState;
+  explicit StoreAttributes(StoreState* impl) : impl_(impl) {}
+  ~StoreAttributes() = default;
+
+  StoreState* impl_;  // owned by the Store this face is part of
+};
+
+class Store : public StoreReading, public StoreNamespace, public StorePublishing, public StoreAttributes {
  public:
-  // The store's state (core/store/impl.hpp), named here so that the store's
-  // .cpp files can hand it to their helpers; nothing outside core/store sees it.
-  struct Impl;
+  // Opens the backing directory (O_PATH|O_DIRECTORY), creates B/.sealfs/ and
+  // its quarantine if missing. ENOENT/ENOTDIR/EACCES with the path in the message.
+  static Result<std::unique_ptr<Store>> open_backing(const std::string& backing_path, Profile profile,
+                                                     StoreOptions options);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  const Profile& profile() const;
+  const StoreOptions& options() const;
+  Metrics& metrics();
+  // The counters with the daemon's gauges: what kStatusXattr holds (as JSON).
+  MetricsSnapshot status() const;
+
+ public:
+  // The store's state, named here so that the store's .cpp files can hand it
+  // to their helpers; nothing outside core/store sees it.
+  using Impl = StoreState;
 
  private:
   // Only Store::open_backing can make the tag, so only it constructs a Store (the

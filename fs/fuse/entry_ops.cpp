@@ -34,7 +34,7 @@ void reply_created(fuse_req_t req, Filesystem& fs, const InodeRef& dir, std::str
 }
 
 // The gate key of name in dir (absent: none, which holds nothing).
-WriterTracking::Key key_of(const Store& store, int dir_fd, const char* name) {
+WriterTracking::Key key_of(const StoreAttributes& store, int dir_fd, const char* name) {
   auto st = store.attributes_at(dir_fd, name);
   if (!st) return {0, 0};
   return {st->st_dev, st->st_ino};

@@ -250,8 +250,9 @@ void build_tree(Reader& in, const std::string& b) {
   }
 }
 
-// lookup, list, open and read every path reachable through the store.
-void walk(sealfs::Store& store, int dir_fd, int depth) {
+// lookup, list, open and read every path reachable through the store (its
+// reading face: what a load can reach).
+void walk(sealfs::StoreReading& store, int dir_fd, int depth) {
   if (depth > 10) return;
   auto items = store.list(dir_fd);
   std::vector<std::string> names;
