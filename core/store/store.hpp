@@ -161,6 +161,21 @@ struct ResignReport;  // offline.hpp
 // The store's state (core/store/impl.hpp): its parts, private to core/store.
 struct StoreState;
 
+// What each face below holds: the store's state, owned by the Store the face
+// is part of.
+class StoreFace {
+ public:
+  StoreFace(const StoreFace&) = delete;
+  StoreFace& operator=(const StoreFace&) = delete;
+
+ protected:
+  using Impl = StoreState;
+  explicit StoreFace(StoreState* impl) : impl_(impl) {}
+  ~StoreFace() = default;
+
+  StoreState* impl_;
+};
+
 // Store's faces by job (as cvmfs groups its cache manager): what a load
 // asks (StoreReading), what makes and removes names (StoreNamespace), what
 // publishes and seals (StorePublishing), and the plain POSIX calls the
@@ -168,11 +183,8 @@ struct StoreState;
 // one job takes that face. The offline tools take a Store& (offline.hpp).
 
 // What a load asks: names, listings, opens, each judged (R2, R3, R4, R7, R8).
-class StoreReading {
+class StoreReading : protected StoreFace {
  public:
-  StoreReading(const StoreReading&) = delete;
-  StoreReading& operator=(const StoreReading&) = delete;
-
   // ---- Visibility (R2, R3, R4, R7) -------------------------------------
   // ENOENT when the child is absent or hidden. May hash and may quarantine
   // an invalid entry (R2) before answering ENOENT.
@@ -208,19 +220,12 @@ class StoreReading {
   Result<UniqueFd> open_file(int path_fd, int flags, PlaceHint hint = {});
 
  protected:
-  using Impl = StoreState;
-  explicit StoreReading(StoreState* impl) : impl_(impl) {}
-  ~StoreReading() = default;
-
-  StoreState* impl_;  // owned by the Store this face is part of
+  using StoreFace::StoreFace;
 };
 
 // What makes and removes names (R5, R7, R10).
-class StoreNamespace {
+class StoreNamespace : protected StoreFace {
  public:
-  StoreNamespace(const StoreNamespace&) = delete;
-  StoreNamespace& operator=(const StoreNamespace&) = delete;
-
   // ---- Creation (R5, R7, R10) ------------------------------------------
   struct Created {
     Found found;
@@ -239,19 +244,12 @@ class StoreNamespace {
   Status rmdir(int dir_fd, std::string_view name);   // hidden/reserved leftovers removed (R5)
 
  protected:
-  using Impl = StoreState;
-  explicit StoreNamespace(StoreState* impl) : impl_(impl) {}
-  ~StoreNamespace() = default;
-
-  StoreState* impl_;  // owned by the Store this face is part of
+  using StoreFace::StoreFace;
 };
 
 // What publishes (R1, R5, R6, R10) and seals in-place writes (R4).
-class StorePublishing {
+class StorePublishing : protected StoreFace {
  public:
-  StorePublishing(const StorePublishing&) = delete;
-  StorePublishing& operator=(const StorePublishing&) = delete;
-
   // ---- Publish (R1, R6, R10) ---------------------------------------------
   // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.
   Status rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd, std::string_view dst_name,
@@ -273,20 +271,13 @@ class StorePublishing {
   Status refresh_manifest_access(int path_fd, PlaceHint hint = {});
 
  protected:
-  using Impl = StoreState;
-  explicit StorePublishing(StoreState* impl) : impl_(impl) {}
-  ~StorePublishing() = default;
-
-  StoreState* impl_;  // owned by the Store this face is part of
+  using StoreFace::StoreFace;
 };
 
 // The plain calls on B the adapter needs besides the rules (fs/README.md:
 // fs/ makes no system call on B).
-class StoreAttributes {
+class StoreAttributes : protected StoreFace {
  public:
-  StoreAttributes(const StoreAttributes&) = delete;
-  StoreAttributes& operator=(const StoreAttributes&) = delete;
-
   // ---- Attributes, links, extended attributes, space (attributes.cpp) ------
   // What the adapter needs besides the rules above, so that fs/ makes no
   // system call on B itself (fs/README.md). Mode, owner and times are not
@@ -355,11 +346,7 @@ class StoreAttributes {
   Status remove_xattr(int path_fd, std::string_view name);
 
  protected:
-  using Impl = StoreState;
-  explicit StoreAttributes(StoreState* impl) : impl_(impl) {}
-  ~StoreAttributes() = default;
-
-  StoreState* impl_;  // owned by the Store this face is part of
+  using StoreFace::StoreFace;
 };
 
 class Store : public StoreReading, public StoreNamespace, public StorePublishing, public StoreAttributes {

@@ -15,6 +15,8 @@ import os
 import re
 import sys
 
+import lint_main
+
 # Calls that reach a file system: by path, by descriptor, or on a directory.
 FILE_CALLS = (
     "open openat openat2 creat close_range fstat fstatat newfstatat stat lstat statx access faccessat "
@@ -93,14 +95,5 @@ def violations(root: str) -> list[str]:
     return found
 
 
-def main() -> int:
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-    found = violations(os.path.abspath(root))
-    for v in found:
-        print(v)
-    print(f"fs syscalls: {len(found)} violation(s)" if found else "fs syscalls: clean")
-    return 1 if found else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(lint_main.run("fs syscalls", violations))

@@ -18,6 +18,8 @@ import os
 import re
 import sys
 
+import lint_main
+
 LAYERS = ["core/base", "core/layout", "core/manifest", "core/verify", "core/cuda", "core/store",
           "fs/fuse", "fs/cli"]
 STORE_PUBLIC = {
@@ -64,14 +66,5 @@ def violations(root: str) -> list[str]:
     return found
 
 
-def main() -> int:
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-    found = violations(os.path.abspath(root))
-    for v in found:
-        print(v)
-    print(f"layers: {len(found)} violation(s)" if found else "layers: clean")
-    return 1 if found else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(lint_main.run("layers", violations))
