@@ -50,7 +50,9 @@ class StoreFixture : public ::testing::Test {
   // Options and profile for the next open_store(); callbacks are wired to this fixture.
   StoreOptions& options() { return options_; }
   Profile& profile() { return profile_; }
-  void open_store() {
+  // options() with its callbacks wired to this fixture's writers and
+  // invalidations.
+  StoreOptions wired_options() {
     StoreOptions o = options_;
     o.in_progress = [this](dev_t dev, ino_t ino) {
       std::lock_guard lock(mu_);
@@ -60,8 +62,11 @@ class StoreFixture : public ::testing::Test {
       std::lock_guard lock(mu_);
       invalidations_.push_back(inv);
     };
+    return o;
+  }
+  void open_store() {
     store_.reset();
-    auto s = Store::open_backing(B(), profile_, std::move(o));
+    auto s = Store::open_backing(B(), profile_, wired_options());
     ASSERT_TRUE(s.ok()) << s.error().message;
     store_ = std::move(*s);
   }

@@ -1,0 +1,139 @@
+// Locator (core/store/place.hpp), asked directly: where an object sits below
+// the backing root (its path, read from /proc, and for a name unlinked
+// behind it, another of its names), what each directory is to the rules
+// (its DirContext), and an object's parent and name (place).
+#include "core/store/place.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "core/base/unique_fd.hpp"
+#include "core/layout/paths.hpp"
+#include "core/store/dir_context.hpp"
+#include "core/store/impl.hpp"
+#include "tests/support/store_parts.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace sealfs::test {
+namespace {
+
+class LocatorTest : public StorePartsTest {
+ protected:
+  void SetUp() override {
+    StorePartsTest::SetUp();
+    publish_entry("e", {{"a.bin", "AAAA"}, {"sub/b.bin", "BB"}});
+  }
+  const Locator& places() { return parts().places; }
+  UniqueFd path_fd(std::string_view rel) {
+    UniqueFd fd(::open(B(rel).c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    EXPECT_TRUE(fd) << "open " << B(rel);
+    return fd;
+  }
+  // rel_of(fd), or what it failed with.
+  std::string rel(int fd) {
+    auto r = places().rel_of(fd);
+    return r ? *r : "error: " + r.error().message;
+  }
+  static bool same(const struct stat& a, const struct stat& b) {
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+  }
+};
+
+TEST_F(LocatorTest, AnObjectsPathIsBelowTheRoot) {
+  EXPECT_EQ(rel(dir("").get()), "");
+  EXPECT_EQ(rel(dir("c/e/sub").get()), "c/e/sub");
+  EXPECT_EQ(rel(path_fd("c/e/a.bin").get()), "c/e/a.bin");
+}
+
+TEST_F(LocatorTest, NothingInsideTheStateDirectoryHasAPlace) {
+  auto rel = places().rel_of(dir(".sealfs/quarantine").get());
+  ASSERT_FALSE(rel.ok());
+  EXPECT_EQ(rel.code(), ENOENT);
+}
+
+TEST_F(LocatorTest, AFileWhoseNameWasUnlinkedIsFoundByItsOtherName) {
+  UniqueFd fd = path_fd("c/e/a.bin");
+  ASSERT_EQ(::link(B("c/e/a.bin").c_str(), B("c/e/a2.bin").c_str()), 0);
+  ASSERT_EQ(::unlink(B("c/e/a.bin").c_str()), 0);
+  EXPECT_EQ(rel(fd.get()), "c/e/a2.bin");
+
+  ASSERT_EQ(::unlink(B("c/e/a2.bin").c_str()), 0);
+  auto gone = places().rel_of(fd.get());
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.code(), ESTALE);
+}
+
+TEST_F(LocatorTest, EachDirectorysContextSaysWhatItIsToTheRules) {
+  auto root = places().context_of(dir("").get());
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(root->rel, "");
+  EXPECT_FALSE(root->is_volatile);
+  EXPECT_FALSE(root->entry.has_value());
+
+  auto tmp = places().context_of(dir("tmp").get());
+  ASSERT_TRUE(tmp.ok());
+  EXPECT_TRUE(tmp->is_volatile);
+
+  auto c = places().context_of(dir("c").get());
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->is_volatile);
+  EXPECT_FALSE(c->entry.has_value());  // a container
+
+  auto e = places().context_of(dir("c/e").get());
+  ASSERT_TRUE(e.ok());
+  ASSERT_TRUE(e->entry.has_value());
+  EXPECT_EQ(e->entry->rel, "c/e");
+  EXPECT_EQ(e->sub, "");
+
+  auto sub = places().context_of(dir("c/e/sub").get());
+  ASSERT_TRUE(sub.ok());
+  ASSERT_TRUE(sub->entry.has_value());
+  EXPECT_EQ(sub->entry->rel, "c/e");
+  EXPECT_EQ(sub->sub, "sub");
+  EXPECT_EQ(sub->entry_key("b.bin"), "sub/b.bin");
+}
+
+TEST_F(LocatorTest, AContextFollowsADirectoryRenamedBehindTheMount) {
+  ASSERT_TRUE(places().context_of(dir("c/e/sub").get()).ok());
+  ASSERT_EQ(::rename(B("c/e").c_str(), B("c/moved").c_str()), 0);
+  auto sub = places().context_of(dir("c/moved/sub").get());
+  ASSERT_TRUE(sub.ok());
+  EXPECT_EQ(sub->rel, "c/moved/sub");
+  ASSERT_TRUE(sub->entry.has_value());
+  EXPECT_EQ(sub->entry->rel, "c/moved");
+}
+
+TEST_F(LocatorTest, PlaceGivesTheParentTheNameAndThePath) {
+  UniqueFd fd = path_fd("c/e/sub/b.bin");
+  DirContext parent_ctx;
+  auto placed = places().place(fd.get(), &parent_ctx);
+  ASSERT_TRUE(placed.ok()) << placed.error().message;
+  EXPECT_EQ(placed->name, "b.bin");
+  EXPECT_EQ(placed->rel, "c/e/sub/b.bin");
+  struct stat parent_st {
+  }, sub_st{};
+  ASSERT_EQ(::fstat(placed->parent.get(), &parent_st), 0);
+  ASSERT_EQ(::stat(B("c/e/sub").c_str(), &sub_st), 0);
+  EXPECT_TRUE(same(parent_st, sub_st));
+  ASSERT_TRUE(parent_ctx.entry.has_value());
+  EXPECT_EQ(parent_ctx.sub, "sub");
+
+  auto root = places().place(dir("").get());
+  ASSERT_FALSE(root.ok());
+  EXPECT_EQ(root.code(), EINVAL);  // the root has no parent
+}
+
+TEST_F(LocatorTest, AFileRenamedBehindTheMountIsPlacedWhereItIsNow) {
+  UniqueFd fd = path_fd("c/e/a.bin");
+  ASSERT_EQ(::rename(B("c/e/a.bin").c_str(), B("c/e/sub/a.bin").c_str()), 0);
+  auto placed = places().place(fd.get());
+  ASSERT_TRUE(placed.ok());
+  EXPECT_EQ(placed->rel, "c/e/sub/a.bin");
+}
+
+}  // namespace
+}  // namespace sealfs::test
