@@ -27,16 +27,21 @@ class RecordsTest : public StorePartsTest {
     At d = at(rel);
     return records().edit_manifest(d.dir.get(), d.ctx.st, kDirManifest, rel, change, create);
   }
+  // The record of c/<name> as a seal there makes it.
+  Result<FileRecord> record_in_c(const std::string& name, bool validate, Manifest* extras = nullptr) {
+    At c = at("c");
+    RecordOptions how;
+    how.profile_rel = "c/" + name;
+    how.key = name;
+    how.validate = validate;
+    return records().make_record(c.dir.get(), name, how, extras);
+  }
 };
 
 TEST_F(RecordsTest, AFilesRecordIsItsSizeAndDigestAsItIsNow) {
   make_dirs(B("c"));
   write_file(B("c/k.bin"), "kernel bytes");
-  At c = at("c");
-  RecordOptions how;
-  how.profile_rel = "c/k.bin";
-  how.key = "k.bin";
-  auto rec = records().make_record(c.dir.get(), "k.bin", how, nullptr);
+  auto rec = record_in_c("k.bin", /*validate=*/false);
   ASSERT_TRUE(rec.ok()) << rec.error().message;
   EXPECT_EQ(rec->size, 12u);
   ASSERT_TRUE(rec->sha256.has_value());
@@ -47,17 +52,12 @@ TEST_F(RecordsTest, AFilesRecordIsItsSizeAndDigestAsItIsNow) {
 TEST_F(RecordsTest, AFileTheProfilesValidatorRejectsHasNoRecord) {
   make_dirs(B("c"));
   write_file(B("c/bad.bin"), "SEALFS-TEST-REJECT and more");
-  At c = at("c");
-  RecordOptions how;
-  how.profile_rel = "c/bad.bin";
-  how.key = "bad.bin";
-  how.validate = true;
   Manifest extras;
-  auto rec = records().make_record(c.dir.get(), "bad.bin", how, &extras);
+  auto rec = record_in_c("bad.bin", /*validate=*/true, &extras);
   ASSERT_FALSE(rec.ok());
   EXPECT_EQ(rec.code(), EBADMSG);
-  how.validate = false;  // not asked to validate: recorded as it is
-  EXPECT_TRUE(records().make_record(c.dir.get(), "bad.bin", how, &extras).ok());
+  // Not asked to validate: recorded as it is.
+  EXPECT_TRUE(record_in_c("bad.bin", /*validate=*/false).ok());
 }
 
 TEST_F(RecordsTest, AManifestIsEditedInPlaceAndAMissingOneOnlyWhenAskedToCreate) {
