@@ -1,6 +1,7 @@
 // Private to the store's .cpp files: the state behind sealfs::Store, as the
-// parts that hold it (StoreState, called Store::Impl inside core/store). It only owns them and wires them
-// together; each part keeps its own state private:
+// parts that hold it (StoreState, called Store::Impl inside core/store). It
+// only owns them and wires them together; each part keeps its own state
+// private:
 //   Policy        what the options decide (fsync, in progress, crash points)
 //   Locator       where an object sits below the root; the DirContext cache
 //   Judge         the visibility verdict on a name (no side effects)

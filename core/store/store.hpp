@@ -365,7 +365,6 @@ class Store : public StoreReading, public StoreNamespace, public StorePublishing
   // The counters with the daemon's gauges: what kStatusXattr holds (as JSON).
   MetricsSnapshot status() const;
 
- public:
   // The store's state, named here so that the store's .cpp files can hand it
   // to their helpers; nothing outside core/store sees it.
   using Impl = StoreState;

@@ -39,12 +39,6 @@ constexpr auto kPassthroughCloseWait = PassthroughOpens::kCloseWait;
 
 bool opens_for_write(int flags) { return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC) != 0; }
 
-// What the open of a new file from Store::create did: made it, or truncated
-// an existing one (O_TRUNC without O_EXCL).
-HandleLife::Origin created_origin(const Store::Created& created, int flags) {
-  return {created.made, (flags & O_TRUNC) != 0 && !created.made};
-}
-
 // Without OPEN the kernel sends no RELEASE at all, not even for a file from
 // CREATE: the new file's handle becomes its implicit writer, with the
 // creator's process counted, and ends at that process's FLUSH (fh 0).
@@ -182,7 +176,8 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     // file that is sealed empty at its close (R10).
     const bool tracked =
         (opens_for_write(fi->flags) || created->made) && Store::tracked_kind(created->found.kind);
-    const HandleLife::Origin origin = created_origin(*created, fi->flags);
+    // What its open did: made the file, or truncated an existing one.
+    const HandleLife::Origin origin{created->made, (fi->flags & O_TRUNC) != 0 && !created->made};
     UniqueFd fd = std::move(created->open_fd);
     fuse_entry_param e = remember(fs, std::move(created->found), *dir, name);
     auto handle = make_file_handle(std::move(fd), fs.inodes.get(e.ino), tracked, origin);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/base/hide_reason.hpp"
@@ -30,6 +31,15 @@ class JudgeTest : public StorePartsTest {
     publish_entry("e", {{"a.bin", "AAAA"}, {"sub/b.bin", "BB"}});
   }
   std::uint64_t judgements() { return status_of(parts()).judgements; }
+  // A file written into B at rel behind the mount: judged hidden, for cause.
+  void expect_hidden_when_written(const std::string& rel, HideReason cause, std::string_view reason) {
+    write_file(B(rel), "x");
+    auto j = judge(rel);
+    ASSERT_TRUE(j.ok()) << rel;
+    EXPECT_EQ(j->verdict, Verdict::hidden) << rel;
+    EXPECT_EQ(j->cause, cause) << rel;
+    EXPECT_EQ(j->reason, reason) << rel;
+  }
 };
 
 TEST_F(JudgeTest, AnEntryAndWhatItListsAreVisibleAsTheirKinds) {
@@ -66,21 +76,11 @@ TEST_F(JudgeTest, ANameThatIsNotThereIsAbsent) {
 }
 
 TEST_F(JudgeTest, AFileNoManifestCoversIsHiddenAsForeign) {
-  write_file(B("c/loose.bin"), "x");
-  auto j = judge("c/loose.bin");
-  ASSERT_TRUE(j.ok());
-  EXPECT_EQ(j->verdict, Verdict::hidden);
-  EXPECT_EQ(j->cause, HideReason::foreign);
-  EXPECT_EQ(j->reason, kForeignReason);
+  expect_hidden_when_written("c/loose.bin", HideReason::foreign, kForeignReason);
 }
 
 TEST_F(JudgeTest, AFileAddedBehindAnEntryIsHiddenAsUnlisted) {
-  write_file(B("c/e/extra.bin"), "x");
-  auto j = judge("c/e/extra.bin");
-  ASSERT_TRUE(j.ok());
-  EXPECT_EQ(j->verdict, Verdict::hidden);
-  EXPECT_EQ(j->cause, HideReason::unlisted);
-  EXPECT_EQ(j->reason, kUnlistedReason);
+  expect_hidden_when_written("c/e/extra.bin", HideReason::unlisted, kUnlistedReason);
   // The entry itself still verifies: an extra name is hidden, not damage.
   auto e = judge("c/e");
   ASSERT_TRUE(e.ok());
