@@ -1,5 +1,6 @@
 // The `sealfs` command line. The mount form has no subcommand word, as
 // mount.fuse3 runs it: `sealfs BACKING MOUNTPOINT -o OPTS`.
+#include <syslog.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -121,7 +122,13 @@ int dispatch(Parsed& p) {
   if (sealfs::cli::is_remount(p.mount_lists))
     return sealfs::cli::run_remount(p.mount.mountpoint, p.mount_lists, std::cerr);
   if (!apply_lists(p.mount_lists, p.mount)) return 1;
-  for (const auto& note : p.mount.notes) std::cerr << "sealfs: " << note << "\n";
+  // An override (dev, suid: mount.fuse3 adds them to every root mount) is
+  // no error, and standard error stays quiet for it: scripts and test
+  // suites (xfstests) compare every mount's output. Syslog says it, and -d.
+  for (const auto& note : p.mount.notes) {
+    ::syslog(LOG_INFO, "sealfs: %s", note.c_str());
+    if (p.mount.debug) std::cerr << "sealfs: " << note << "\n";
+  }
   auto config = sealfs::cli::mount_config(p.mount);
   if (!config) {
     std::cerr << "sealfs: " << config.error().message << "\n";

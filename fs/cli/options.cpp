@@ -48,18 +48,21 @@ constexpr std::array<std::string_view, 3> kConnValued = {"max_write", "max_reada
 // every root mount that does not say nodev/nosuid (mount(8) semantics), so
 // refusing them would fail every fstab line: they are overridden, with a note.
 constexpr std::array<std::string_view, 2> kForcedOff = {"dev", "suid"};
-// Access times (issue 23 point 6). M's access times are B's: the kernel never
-// updates a FUSE inode's atime itself, and a read through M reads B, whose
-// own mount rule (relatime on most systems) then moves B's atime. The store's
-// own reads (digests, manifests) never move it (O_NOATIME). So the options
-// that ask for B's rule are accepted: what they ask is what happens
-// (lazytime only says when timestamps reach the disk, B's business);
-// noatime is honoured by the store (reads through M opened O_NOATIME).
-constexpr std::array<std::string_view, 6> kAtimeAsBacking = {"relatime", "norelatime", "nostrictatime",
-                                                             "diratime", "lazytime",   "nolazytime"};
-// Rules stricter or other than B's, which sealfs cannot give without writing
-// B's times itself: refused (EINVAL) rather than accepted and ignored.
-constexpr std::array<std::string_view, 2> kAtimeRefused = {"strictatime", "nodiratime"};
+// Access times. The kernel never updates a FUSE inode's atime itself (it
+// marks every one S_NOATIME), so the mount's own atime flags change nothing
+// on M: M's access times are B's, as the daemon reports them. A read through
+// M is the daemon's read of B's file and a listing its read of B's
+// directory, moved by B's own mount rule (relatime on most systems); the
+// store's own reads (digests, manifests) never move them (O_NOATIME).
+// noatime (kFuseFlags) is honoured by the store: reads through M are opened
+// O_NOATIME. Every other rule libfuse and mount(8) know is accepted, as every
+// FUSE mount accepts it, for fstab lines and scripts that name one
+// (xfstests' cycle mounts): what it asks of B is B's mount rule to give.
+// They are not passed on: libfuse before 3.17 refuses all but atime and
+// noatime, and the kernel would ignore them. sealfs(8) says each.
+constexpr std::array<std::string_view, 8> kAtimeAsBacking = {"relatime",      "norelatime", "strictatime",
+                                                             "nostrictatime", "diratime",   "nodiratime",
+                                                             "lazytime",      "nolazytime"};
 // What mount(8) / mount.fuse3 may hand us from an fstab line that means
 // nothing to a FUSE mount: accepted and ignored.
 constexpr std::array<std::string_view, 8> kIgnored = {"defaults", "auto",  "noauto", "user",
@@ -161,11 +164,6 @@ bool apply_switch(std::string_view key, MountOptions& o) {
 Status apply_mount_option(const Option& opt, MountOptions& o) {
   const std::string_view key = opt.key;
   if (ignored(opt)) return {};
-  if (!opt.has_value && contains(kAtimeRefused, key))
-    return make_error(EINVAL, "option " + std::string(key) +
-                                  " is not supported: access times through the mount are B's, updated by "
-                                  "B's own mount rule (mount B with " +
-                                  std::string(key) + " instead)");
   if (!opt.has_value && contains(kForcedOff, key)) {
     o.notes.push_back("option " + std::string(key) + " ignored: the mount is always nodev,nosuid");
     return {};

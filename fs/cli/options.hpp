@@ -63,7 +63,8 @@ struct MountOptions : BackingOptions {
   double metrics_interval = 5.0;
   // -o noatime: reads through M leave B's access times (StoreOptions::noatime).
   bool noatime = false;
-  // What the options parser overrode (dev, suid), one line each for the log.
+  // What the options parser overrode (dev, suid), one line each for syslog
+  // and -d's output; never standard error (mount.fuse3 asks for them every time).
   std::vector<std::string> notes;
 
   // Options handed to libfuse as one "-o" list (always with
