@@ -101,19 +101,27 @@ void Filesystem::wait_for_release_backlog() {
 }
 
 bool Filesystem::make_room() {
-  // Descriptors come back as the evictor detaches cold files and as
-  // RELEASEs and seals finish. Those come through the request threads,
-  // which waiting here must not all hold: hence a bounded wait. It is given
-  // up after 3 s in which none came back, or at once (200 ms) when nothing
-  // is on its way: no close awaiting its RELEASE, no file in progress, no
-  // inode over the bound (the limit was lowered below what is held, or the
-  // callers' own opens fill the table).
+  // Descriptors come back as the evictor detaches cold files, as idle
+  // handles are parked, and as RELEASEs and seals finish. Those come through
+  // the request threads, which waiting here must not all hold: hence a
+  // bounded wait. It is given up after 3 s in which none came back, or
+  // within 200 ms (requests in flight finishing, a seal at a close) when
+  // none is on its way: no close awaiting its RELEASE, no seal waiting. Files
+  // a caller keeps open are not on their way: their idle handles were parked
+  // here already, and what is left (a handle in a request, a file unlinked
+  // while open) comes back as a descriptor falling, which extends the wait.
   constexpr auto kWait = std::chrono::seconds(10);
   constexpr auto kPoll = std::chrono::milliseconds(5);
   constexpr int kPollsWithoutProgress = 600;
   constexpr int kPollsWhenNothingComes = 40;
   constexpr int kPollsPerDetach = 10;
   if (!descriptors_low()) return true;
+  // Below the minimum (lowered while mounted: at mount it is refused),
+  // nothing that could come back would be enough: say so at once.
+  if (descriptor_limit() < minimum_descriptor_limit()) {
+    log_descriptors_low();
+    return false;
+  }
   // Kept readers are a convenience (the next READ opens one again).
   implicit.set_max_readers(evictor.bound());
   implicit.shed_readers(evictor.bound() / 4);
@@ -138,8 +146,7 @@ bool Filesystem::make_room() {
       fewest = now;
       idle = 0;
     }
-    const bool coming = evictor.over() || closed_unreleased.load(std::memory_order_relaxed) > 0 ||
-                        writers.in_progress_count() > 0;
+    const bool coming = closed_unreleased.load(std::memory_order_relaxed) > 0 || deferred.waiting() > 0;
     if (!coming && idle >= kPollsWhenNothingComes) break;
   }
   if (!descriptors_low()) return true;

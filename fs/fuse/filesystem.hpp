@@ -151,7 +151,9 @@ struct Filesystem {
   // descriptors are low, waits (up to 10 s, given up after 3 s in which
   // none came back) for the evictor to detach cold files and for RELEASEs and
   // seals to finish; false if still low then (open handles fill the table,
-  // or the limit was lowered below what is held).
+  // or the limit was lowered below what is held). When none is on its way
+  // (files held open by callers, parked already where they can be) it is
+  // given up within 200 ms, and at once below minimum_descriptor_limit().
   bool make_room();
   // Write handles closed and waiting for their RELEASE, each still holding
   // its descriptor: the kernel sends RELEASEs in the background, a few at a

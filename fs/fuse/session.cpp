@@ -459,6 +459,10 @@ int run_mount(const MountConfig& options, std::ostream& err) {
   const auto metrics = check_metrics_file(options, err);
   if (!metrics) return 1;
   raise_fd_limit();
+  if (const std::string problem = descriptor_limit_problem(); !problem.empty()) {
+    err << problem << "\n";
+    return 1;
+  }
   // The kernel applied the caller's umask to every mode it sends (no
   // FUSE_CAP_DONT_MASK); the daemon's own must not mask it again. sealfs's
   // own files (manifests, quarantine) are created with explicit modes.

@@ -7,14 +7,17 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "core/base/digest.hpp"
 #include "core/manifest/manifest.hpp"
+#include "fs/fuse/descriptors.hpp"
 #include "tests/mount/daemon_fd_limit.hpp"
 #include "tests/mount/mount_test_util.hpp"
 
@@ -146,6 +149,87 @@ TEST(HostileDaemon, ReadOpensCostTheDaemonNothing) {
   held.clear();
   ASSERT_TRUE(limit.restore()) << limit.error();
   EXPECT_EQ(quarantined_files(mount), std::vector<std::string>{});
+}
+
+// 1d. A descriptor limit that cannot work (below the headroom the daemon
+// keeps plus a small working set, fs/fuse/descriptors.hpp) is refused at
+// mount, in one line that says the minimum, before B is touched. It used to
+// mount, and every open then waited up to 10 s for an ENFILE.
+TEST(HostileDaemon, ALimitThatCannotWorkIsRefusedAtMount) {
+  SEALFS_REQUIRE_FUSE();
+  const std::uint64_t minimum = fuse::minimum_descriptor_limit();
+  for (const std::uint64_t limit : {std::uint64_t{64}, minimum - 1}) {
+    TempDir dir("sealfs-fdlimit");
+    make_dirs(dir / "b");
+    make_dirs(dir / "m");
+    const std::string n = std::to_string(limit);
+    const auto r =
+        run_process({"prlimit", "--nofile=" + n + ":" + n, "--", sealfs_binary(), "-f", dir / "b", dir / "m"},
+                    {}, std::chrono::seconds(10));
+    const bool mounted = is_fuse_mount(dir / "m");
+    if (mounted) (void)run_process({"umount", "-l", dir / "m"});
+    std::printf("[ hostile ] limit %s: status %d, %s", n.c_str(), r.status, r.err.c_str());
+    EXPECT_FALSE(mounted) << "limit " << n;
+    EXPECT_NE(r.status, 0) << "limit " << n;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("below the " + std::to_string(minimum) + " descriptors a mount needs"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(list_dir(dir / "b"), (std::set<std::string>{".", ".."})) << "B was touched";
+  }
+  // The minimum itself mounts and works.
+  const std::string n = std::to_string(minimum);
+  Mount mount(MountConfig::with({}).launched_by({"prlimit", "--nofile=" + n + ":" + n, "--"}));
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  write_file(mount.m("f"), "works");
+  EXPECT_EQ(read_file(mount.m("f")), "works");
+}
+
+// 1e. When nothing can come back, an open is refused at once rather than
+// after make_room's wait (3 s without progress, up to 10 s): a caller holds
+// files it made and unlinked (no name to park them by, so each keeps its
+// descriptors) until the table of a daemon just above the minimum limit is
+// full. Its files are in progress the whole time, which used to count as
+// descriptors on their way.
+TEST(HostileDaemon, AnOpenNothingCanMakeRoomForFailsAtOnce) {
+  SEALFS_REQUIRE_FUSE();
+  const std::string n = std::to_string(fuse::minimum_descriptor_limit() + 32);
+  Mount mount(MountConfig::with({}).launched_by({"prlimit", "--nofile=" + n + ":" + n, "--"}));
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  std::vector<UniqueFd> held;
+  int failed = 0;
+  double failed_s = 0;
+  double slowest_s = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string path = mount.m("t" + std::to_string(i));
+    const auto t = Clock::now();
+    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    const double s = seconds_since(t);
+    if (!fd) {
+      failed = errno;
+      failed_s = s;
+      break;
+    }
+    slowest_s = std::max(slowest_s, s);
+    ASSERT_EQ(::write(fd.get(), "x", 1), 1) << std::strerror(errno);
+    ASSERT_EQ(err_of(::unlink(path.c_str())), 0) << std::strerror(errno);
+    held.push_back(std::move(fd));
+  }
+  std::printf(
+      "[ hostile ] daemon limit %s: %zu made, unlinked and held (slowest open %.3f s); the next open: "
+      "%s after %.3f s\n",
+      n.c_str(), held.size(), slowest_s, std::strerror(failed), failed_s);
+  ASSERT_NE(failed, 0) << "the table never filled: the test proves nothing";
+  EXPECT_EQ(failed, ENFILE) << std::strerror(failed);
+  EXPECT_LT(failed_s, 2.0) << "an open nothing could make room for waited";
+  // What is held still works, and once it is closed opens work again.
+  char byte = 0;
+  EXPECT_EQ(::pread(held.front().get(), &byte, 1, 0), 1) << std::strerror(errno);
+  held.clear();
+  EXPECT_TRUE(eventually([&] {
+    UniqueFd fd(::open(mount.m("after").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    return fd.valid();
+  })) << mount.log();
 }
 
 // 2. A slow hash holds up only its own name: lookups of other names in the
