@@ -14,6 +14,8 @@ inline constexpr std::string_view kStateDir = ".sealfs";                  // B/.
 inline constexpr std::string_view kQuarantineDir = ".sealfs/quarantine";  // B/.sealfs/quarantine/
 // Quarantine slots made in advance, for a quarantine on a full B (quarantine.hpp).
 inline constexpr std::string_view kSpareDir = ".sealfs/spare";
+// The newest quarantine slot the last `sealfs fsck` saw (quarantine_report.hpp).
+inline constexpr std::string_view kFsckSeenFile = ".sealfs/fsck-seen";
 inline constexpr std::string_view kDirManifest = ".sealfs-manifest";     // <entry>/.sealfs-manifest
 inline constexpr std::string_view kSidecarPrefix = ".sealfs-manifest.";  // <dir>/.sealfs-manifest.<name>
 

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -27,6 +28,7 @@
 #include "core/store/offline_walk.hpp"
 #include "core/store/place.hpp"
 #include "core/store/progress.hpp"
+#include "core/store/quarantine_report.hpp"
 #include "core/store/store.hpp"
 #include "core/verify/entry.hpp"
 
@@ -214,6 +216,29 @@ struct FsckWalk {
   }
 };
 
+// The next fsck counts as new only the slots made after this one ended:
+// the marker names the newest slot now, this run's own included. Written
+// only when it moves on; without a slot to name, a marker that could not be
+// read goes (it would be reported again and again).
+void record_seen(int root_fd, FsckReport& report) {
+  if (!report.quarantine_error.empty()) return;  // nothing was seen to record
+  auto newest = newest_quarantine_slot(root_fd);
+  if (!newest) {
+    report.marker_error = newest.error().message;
+    return;
+  }
+  const QuarantineSummary& q = report.quarantine;
+  if (newest->empty()) {
+    if (!q.marker_problem.empty())
+      if (Status gone = forget_quarantine_marker(root_fd); !gone)
+        report.marker_error = gone.error().message + ": " + std::strerror(gone.code());
+    return;
+  }
+  if (*newest <= q.marker && q.marker_problem.empty()) return;
+  if (Status marked = mark_quarantine_seen(root_fd, *newest); !marked)
+    report.marker_error = marked.error().message + ": " + std::strerror(marked.code());
+}
+
 }  // namespace
 
 Result<FsckReport> fsck(Store& store, bool repair, OfflineProgress* progress) {
@@ -229,9 +254,16 @@ Result<FsckReport> fsck(Store& store, bool repair, OfflineProgress* progress) {
   // (which a lookup, or fsck --repair, brings up to date): the entry is
   // valid, as a lookup shows it, with a note that the record is stale.
   const Judge read_only(s.profile, s.entries, s.policy, s.links, s.metrics, false);
+  // The quarantine before the walk: what was moved aside since the last
+  // fsck, apart from what this run moves itself (report.quarantined).
+  if (auto q = summarize_quarantine(s.root_fd.get()))
+    report.quarantine = std::move(*q);
+  else
+    report.quarantine_error = q.error().message;
   FsckWalk walker{s, repair ? s.judge : read_only, repair, report, tally};
   if (!repair) walker.workers = std::clamp(std::thread::hardware_concurrency(), 1U, 8U);
   walker.walk(s.root_fd.get(), 0);
+  record_seen(s.root_fd.get(), report);
   return report;
 }
 

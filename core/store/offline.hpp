@@ -10,6 +10,7 @@
 
 #include "core/base/result.hpp"
 #include "core/store/progress.hpp"
+#include "core/store/quarantine_report.hpp"
 #include "core/store/store.hpp"
 
 namespace sealfs {
@@ -20,9 +21,15 @@ struct FsckReport {
   std::uint64_t invalid = 0;          // entries that fail verification (quarantined with repair)
   std::uint64_t foreign = 0;          // unsealed regular files outside entries and volatile areas
   std::uint64_t unlisted = 0;         // files in an entry its manifest does not list
-  std::uint64_t quarantined = 0;      // moved to quarantine in this run
+  std::uint64_t quarantined = 0;      // moved to quarantine by this run (--repair)
   std::uint64_t unchecked = 0;        // could not be checked (a transient error): neither valid nor damaged
   std::vector<std::string> problems;  // "<rel path>: <reason>", one per finding
+  // The quarantine as this run found it, before it moved anything: what the
+  // mount (or anything else) quarantined, and how much of it is new since
+  // the last fsck (quarantine_report.hpp).
+  QuarantineSummary quarantine;
+  std::string quarantine_error;  // non-empty: the quarantine could not be read
+  std::string marker_error;      // non-empty: what this run saw could not be recorded for the next
 };
 
 // What resign did: entries signed again, and those it left

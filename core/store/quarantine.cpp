@@ -28,6 +28,7 @@
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"
 #include "core/manifest/manifest.hpp"
+#include "core/store/quarantine_report.hpp"  // allocated_bytes: the cap and fsck count alike
 #include "core/store/space.hpp"
 
 namespace sealfs {
@@ -153,26 +154,6 @@ Status write_all_at(int fd, std::string_view data) {
   if (::ftruncate(fd, static_cast<off_t>(data.size())) != 0)
     return errno_error("truncate " + std::string(kReasonFile));
   return {};
-}
-
-// Allocated bytes (st_blocks × 512) of dir_fd/name and everything under it,
-// not following symlinks. A child that vanished counts 0; levels beyond
-// kMaxTreeDepth are not counted. Other failures (EMFILE…) are errors.
-Result<std::uint64_t> allocated_bytes(int dir_fd, const std::string& name, int depth) {
-  auto st = stat_at(dir_fd, name);
-  if (!st) return st.code() == ENOENT ? Result<std::uint64_t>(0) : Result<std::uint64_t>(st.error());
-  std::uint64_t total = static_cast<std::uint64_t>(st->st_blocks) * 512;
-  if (!S_ISDIR(st->st_mode) || depth >= kMaxTreeDepth) return total;
-  auto sub = open_beneath(dir_fd, name, O_PATH | O_DIRECTORY);
-  if (!sub) return sub.code() == ENOENT ? Result<std::uint64_t>(total) : Result<std::uint64_t>(sub.error());
-  auto children = read_dir(sub->get());
-  if (!children) return children.error();
-  for (const auto& c : *children) {
-    auto b = allocated_bytes(sub->get(), c.name, depth + 1);
-    if (!b) return b.error();
-    total += *b;
-  }
-  return total;
 }
 
 // Bytes B has available to unprivileged writers now; nullopt when unknown.

@@ -21,8 +21,9 @@ namespace sealfs::cli {
 int run_status(const std::string& mountpoint, std::string_view format, std::ostream& out, std::ostream& err);
 
 // `sealfs fsck [--repair] BACKING`: 0 all entries valid, 1 invalid entries
-// were found and quarantined (--repair), 4 invalid entries left in place,
-// 8 the check itself failed. The progress goes to err (progress_line.hpp):
+// were found and quarantined (--repair) or, nothing worse found, the
+// quarantine took something since the last fsck, 4 invalid entries left in
+// place, 8 the check itself failed. The progress goes to err (progress_line.hpp):
 // rewritten in place while err_is_terminal, and one summary line at the end.
 int run_fsck(const BackingOptions& options, bool repair, std::ostream& out, std::ostream& err,
              bool err_is_terminal = false);

@@ -9,6 +9,7 @@
 
 #include "core/store/judge.hpp"
 #include "core/store/offline.hpp"
+#include "core/store/quarantine_report.hpp"
 #include "core/store/store.hpp"
 #include "tests/support/store_fixture.hpp"
 
@@ -83,6 +84,70 @@ TEST_F(StoreTest, FsckSaysOfEachNameWhatALookupShows) {
   }
   for (const char* rel : {"c/good", "c/good/a", "c/f.bin", "c/pipe", "tmp/scratch"})
     EXPECT_TRUE(visible(rel)) << rel;
+}
+
+// What a lookup quarantined (as a mount does) is in fsck's report, counted
+// apart from what fsck quarantined itself, and new only until the next fsck.
+TEST_F(StoreTest, FsckReportsWhatTheQuarantineTookSinceTheLastFsck) {
+  publish_entry("good", {{"a", "a"}});
+  publish_entry("bad", {{"a", "abc"}});
+  publish_entry("worse", {{"b", "bbbb"}});
+  write_file(B("c/bad/a"), "xy");  // a size the manifest does not say
+  EXPECT_EQ(lookup_errno("c/bad/a"), ENOENT);
+  ASSERT_EQ(quarantine_slots(), 1u);
+  auto first = sealfs::fsck(store(), false);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->invalid, 0u);
+  EXPECT_EQ(first->quarantined, 0u);  // fsck itself moved nothing
+  const QuarantineSummary& q = first->quarantine;
+  EXPECT_EQ(q.fresh, 1u);
+  EXPECT_EQ(q.held, 1u);
+  EXPECT_GT(q.fresh_bytes, 0u);
+  EXPECT_EQ(q.fresh_bytes, q.held_bytes);
+  ASSERT_EQ(q.newest.size(), 1u);
+  EXPECT_EQ(q.newest[0].path, "c/bad");
+  EXPECT_EQ(q.newest[0].reason, "a: is 2 bytes, manifest says 3 bytes");
+  EXPECT_EQ(q.newest[0].bytes, q.fresh_bytes);
+  EXPECT_TRUE(first->marker_error.empty()) << first->marker_error;
+  // Seen once, no longer new; still held.
+  auto second = sealfs::fsck(store(), false);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->quarantine.fresh, 0u);
+  EXPECT_EQ(second->quarantine.held, 1u);
+  EXPECT_EQ(second->quarantine.held_bytes, q.held_bytes);
+  EXPECT_TRUE(second->quarantine.newest.empty());
+  EXPECT_FALSE(second->quarantine.marker.empty());
+  // Then --repair quarantines an entry itself: counted as its own, and not
+  // new to the next fsck either.
+  write_file(B("c/worse/b"), "BBBB");
+  auto repaired = sealfs::fsck(store(), true);
+  ASSERT_TRUE(repaired.ok());
+  EXPECT_EQ(repaired->quarantined, 1u);
+  EXPECT_EQ(repaired->quarantine.fresh, 0u);  // the quarantine as this run found it
+  ASSERT_EQ(quarantine_slots(), 2u);
+  auto third = sealfs::fsck(store(), false);
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(third->quarantine.fresh, 0u);
+  EXPECT_EQ(third->quarantine.held, 2u);
+}
+
+// A quarantine holding something that is no readable slot does not stop fsck.
+TEST_F(StoreTest, FsckListsWhatItCannotReadInTheQuarantine) {
+  write_file(B(".sealfs/quarantine/junk"), "x");
+  make_dirs(B(".sealfs/quarantine/20261207T101501.000000000Z-1-000001"));
+  write_file(B(".sealfs/quarantine/20261207T101501.000000000Z-1-000001/reason.json"), "\xff{");
+  auto r = sealfs::fsck(store(), false);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->quarantine.held, 2u);
+  EXPECT_EQ(r->quarantine.fresh, 1u);
+  ASSERT_EQ(r->quarantine.unreadable.size(), 2u);
+  EXPECT_EQ(r->quarantine.unreadable[0],
+            "20261207T101501.000000000Z-1-000001: reason.json is not a JSON object");
+  EXPECT_EQ(r->quarantine.unreadable[1], "junk: not a quarantine slot");
+  auto again = sealfs::fsck(store(), false);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->quarantine.fresh, 0u);
+  EXPECT_EQ(again->quarantine.unreadable.size(), 2u);  // still there, still said
 }
 
 }  // namespace
