@@ -352,6 +352,34 @@ bool symlink_stays_inside(std::string_view key, std::string_view target) {
   }
 }
 
+std::string symlink_destination(std::string_view link_rel, std::string_view target) {
+  std::vector<std::string_view> parts;
+  auto push_components = [&parts](std::string_view path, bool last_too) {
+    std::size_t start = 0;
+    for (;;) {
+      const std::size_t slash = path.find('/', start);
+      if (slash == std::string_view::npos && !last_too) return;
+      const std::string_view comp =
+          path.substr(start, slash == std::string_view::npos ? path.npos : slash - start);
+      if (comp == "..") {
+        if (!parts.empty()) parts.pop_back();
+      } else if (!comp.empty() && comp != ".") {
+        parts.push_back(comp);
+      }
+      if (slash == std::string_view::npos) return;
+      start = slash + 1;
+    }
+  };
+  push_components(link_rel, false);  // the symlink's own directory
+  push_components(target, true);
+  std::string out;
+  for (const auto& p : parts) {
+    if (!out.empty()) out.push_back('/');
+    out.append(p);
+  }
+  return out;
+}
+
 bool is_valid_manifest_path(std::string_view rel) {
   // No PATH_MAX bound: paths inside B may be longer (R10), and the store
   // reaches them one component at a time. The depth bound is the store's.

@@ -94,5 +94,14 @@ bool is_valid_utf8(std::string_view s);
 // that holds the manifest, counting from the symlink's own directory
 // ("sub/l" → "../x" stays, "l" → "../x" and "sub/l" → "x/../../y" leave).
 bool symlink_stays_inside(std::string_view key, std::string_view target);
+// Why a symlink record under a name a validator guards is refused.
+inline constexpr std::string_view kSymlinkUnderValidatedName =
+    "a symlink where the profile validates (must be a regular file)";
+// The path a relative symlink at link_rel names, read as text: target's
+// components applied to the symlink's own directory, ".." taking one off
+// ("c/e/sub/l" → "../x" is "c/e/x"). Where symlink_stays_inside holds for
+// the symlink's key, that path lies in the entry, and no component of it can
+// be a symlink leading elsewhere (".." never follows a name).
+std::string symlink_destination(std::string_view link_rel, std::string_view target);
 
 }  // namespace sealfs

@@ -161,22 +161,25 @@ std::mutex& Records::manifest_lock(const struct stat& holder) {
   return stripes[h % stripes.size()];
 }
 
-// What a symlink leads to is never verified, so a name the profile hashes
-// must be a regular file, and a target must stay in the entry. The same rules
-// as the entry verifier's (core/verify/entry.cpp).
+// A validator checks the bytes under its name, so a name it guards must be
+// a regular file. In a directory entry the target stays in the entry and out
+// of its volatile areas: read through M it then leads to a name the entry's
+// manifest verifies. The same rules as the entry verifier's
+// (core/verify/entry.cpp).
 Result<FileRecord> Records::symlink_record(int dir_fd, std::string_view name,
                                            const RecordOptions& how) const {
   auto refuse = [&](const std::string& why) -> Error {
     metrics_.rejected.fetch_add(1, std::memory_order_relaxed);
     return make_error(EBADMSG, how.profile_rel + ": " + why);
   };
-  const bool hashed = !profile_.is_size_only(how.profile_rel);
-  if (hashed && (how.in_dir_entry || !profile_.validators_for(how.profile_rel).empty()))
-    return refuse("a symlink where the profile hashes (must be a regular file)");
+  if (!profile_.is_size_only(how.profile_rel) && !profile_.validators_for(how.profile_rel).empty())
+    return refuse(std::string(kSymlinkUnderValidatedName));
   auto target = read_link_at(dir_fd, name);
   if (!target) return target.error();
   if (how.in_dir_entry && !symlink_stays_inside(how.key, *target))
     return refuse("symlink target leaves the entry");
+  if (how.in_dir_entry && profile_.is_volatile(symlink_destination(how.profile_rel, *target)))
+    return refuse("symlink target lies in a volatile area");
   FileRecord rec;
   rec.size = target->size();
   rec.symlink = std::move(*target);

@@ -147,11 +147,12 @@ bool listed_paths_acceptable(const Manifest& manifest, std::uint64_t max_hashed_
   return true;
 }
 
-// Symlink records (what a symlink leads to is never verified). In a
-// directory entry the target stays inside the entry, and a name the profile
-// hashes must be a regular file. A file entry of its own in a container (a
-// symlink made there, shown as it is like a FIFO, R10) may point anywhere,
-// but not under a name a validator guards (tilelang's *.so): an artefact.
+// Symlink records. In a directory entry the target stays inside the entry
+// and out of its volatile areas, so that, read through M, it leads to a name
+// the manifest verifies. A file entry of its own in a container (a symlink
+// made there, shown as it is like a FIFO, R10) may point anywhere. Either
+// way a name a validator guards (tilelang's *.so, an artefact) must be a
+// regular file: the validator judged bytes, not a name.
 bool symlink_records_allowed(const EntryLocation& where, const Manifest& manifest, const Profile* profile,
                              EntryVerdict& v) {
   for (const auto* records : {&manifest.files, &manifest.accept}) {
@@ -162,9 +163,13 @@ bool symlink_records_allowed(const EntryLocation& where, const Manifest& manifes
         v.reason = path + ": symlink target leaves the entry";
         return false;
       }
-      const bool hashed = profile != nullptr && !profile->is_size_only(rel);
-      if (hashed && (!where.file_entry || !profile->validators_for(rel).empty())) {
-        v.reason = path + ": a symlink where the profile hashes (must be a regular file)";
+      if (profile == nullptr) continue;
+      if (!where.file_entry && profile->is_volatile(symlink_destination(rel, *rec.symlink))) {
+        v.reason = path + ": symlink target lies in a volatile area";
+        return false;
+      }
+      if (!profile->is_size_only(rel) && !profile->validators_for(rel).empty()) {
+        v.reason = path + ": " + std::string(kSymlinkUnderValidatedName);
         return false;
       }
     }

@@ -1,5 +1,5 @@
 // Issue 12, items 7–9: hostile manifests and what the store writes.
-//  7 symlink records: a name the profile hashes must be a regular file, and a
+//  7 symlink records: a name a validator guards must be a regular file, and a
 //    target must stay inside its entry (verify and publish/seal alike);
 //  8 a manifest gets the narrowest access of the files it covers;
 //  9 canonical means canonical: no byte-order mark, no invalid UTF-8.
@@ -107,7 +107,8 @@ class HostileEntry : public ::testing::Test {
   EntryVerifier entries_{verifier_, std::chrono::hours(1), 16, &profile_};
 };
 
-TEST_F(HostileEntry, ASymlinkUnderAHashedNameMakesTheEntryInvalid) {
+TEST_F(HostileEntry, ASymlinkUnderAValidatedNameMakesTheEntryInvalid) {
+  profile_.validators = {{"**/*.so", "cuda"}};
   write_file(tmp_ / "e/real.so", "ELF bytes");
   ASSERT_EQ(::symlink("real.so", (tmp_ / "e/kernel_lib.so").c_str()), 0);
   Manifest m;
@@ -116,8 +117,14 @@ TEST_F(HostileEntry, ASymlinkUnderAHashedNameMakesTheEntryInvalid) {
   ASSERT_TRUE(write_manifest_atomic(dir_.get(), kDirManifest, m, false).ok());
   auto v = entries_.check(where(), VerifyDepth::fresh);
   EXPECT_FALSE(v->valid);
-  EXPECT_NE(v->reason.find("kernel_lib.so: a symlink where the profile hashes"), std::string::npos)
+  EXPECT_NE(v->reason.find("kernel_lib.so: a symlink where the profile validates"), std::string::npos)
       << v->reason;
+  // Hashed but guarded by no validator: through M it leads to real.so,
+  // which the manifest verifies, so the entry is valid.
+  profile_.validators.clear();
+  v = entries_.check(where(), VerifyDepth::fresh);
+  EXPECT_TRUE(v->valid) << v->reason;
+  profile_.validators = {{"**/*.so", "cuda"}};
   // The same symlink under a size-only name is fine (its target stays inside).
   ASSERT_EQ(::rename((tmp_ / "e/kernel_lib.so").c_str(), (tmp_ / "e/link.src").c_str()), 0);
   m.files.erase("kernel_lib.so");
@@ -181,8 +188,7 @@ TEST_F(HostileStore, PublishOfATreeWithAnEscapingSymlinkFails) {
 // In a container a symlink is shown as it is (R10), wherever it points,
 // unless a validator guards its name (the test profile's "**" guards every
 // name, so size-only names stand for "not an artefact" here). Inside a
-// directory entry a hashed name must be a regular file and a target must
-// stay inside the entry.
+// directory entry a target must stay inside the entry.
 TEST_F(HostileStore, SymlinkThroughTheStoreUnderAGuardedNameOrEscapingAnEntryIsRefused) {
   UniqueFd root = dir("");
   EXPECT_EQ(store().symlink(root.get(), "kernel_lib.so", "x").code(), EPERM);
@@ -198,9 +204,12 @@ TEST_F(HostileStore, SymlinkThroughTheStoreUnderAGuardedNameOrEscapingAnEntryIsR
   ASSERT_TRUE(rename("tmp/e", "e").ok());
   UniqueFd e = dir("e");
   EXPECT_EQ(store().symlink(e.get(), "l.src", "../../x").code(), EPERM);
-  EXPECT_EQ(store().symlink(e.get(), "h.so", "real.so").code(), EPERM);
   EXPECT_TRUE(store().symlink(e.get(), "l.src", "real.so").ok());
   EXPECT_EQ(lookup_errno("e/l.src"), 0);
+  // A hashed name no validator guards leads, through M, to a name the entry
+  // verifies: recorded.
+  EXPECT_TRUE(store().symlink(e.get(), "h.so", "real.so").ok());
+  EXPECT_EQ(lookup_errno("e/h.so"), 0);
 }
 
 TEST_F(HostileStore, PlantedSymlinkRecordsAreHidden) {
