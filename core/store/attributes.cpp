@@ -104,6 +104,13 @@ Result<off_t> StoreAttributes::seek(int handle_fd, off_t offset, int whence) {
   return pos;
 }
 
+Status StoreAttributes::buffered_io(int handle_fd) {
+  const int flags = ::fcntl(handle_fd, F_GETFL);
+  if (flags < 0) return failure("fcntl F_GETFL");
+  if ((flags & O_DIRECT) == 0) return {};
+  return ::fcntl(handle_fd, F_SETFL, flags & ~O_DIRECT) == 0 ? Status{} : failure("fcntl F_SETFL");
+}
+
 Status StoreAttributes::sync_handle(int handle_fd, bool data_only) {
   const int rc = data_only ? ::fdatasync(handle_fd) : ::fsync(handle_fd);
   return rc == 0 ? Status{} : failure("fsync");

@@ -304,6 +304,9 @@ class StoreAttributes : protected StoreFace {
   // false when it holds nothing more to give (core/store/space.hpp).
   bool make_room();
   Result<off_t> seek(int handle_fd, off_t offset, int whence);
+  // Drops O_DIRECT from a handle opened with it: its I/O goes through B's
+  // page cache from now on, at any offset and length.
+  Status buffered_io(int handle_fd);
   // Asked for by the caller, so done whatever the durability option says.
   Status sync_handle(int handle_fd, bool data_only);
   Status sync_directory(int path_fd, bool data_only);

@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -42,6 +43,10 @@ struct FileHandle {
   // The handle an inode's passthrough opens share (passthrough.hpp): their
   // RELEASE ends a passthrough open, and never closes it.
   bool passthrough = false;
+  // fd was opened with its caller's O_DIRECT (direct_io.hpp): READ and
+  // WRITE move its bytes through aligned memory. Cleared, with the flag on
+  // fd, by the first WRITE that is not direct.
+  std::atomic<bool> direct{false};
   // Issue 24 (parked_handles.hpp): a handle no request uses closes fd and
   // opened_as while the daemon's descriptors run out, and opens them again
   // at its next use. Requests hold park_mu shared while they use fd;

@@ -21,6 +21,7 @@
 
 #include "core/base/result.hpp"
 #include "core/store/store.hpp"
+#include "fs/fuse/direct_io.hpp"
 #include "fs/fuse/fd_bufvec.hpp"
 #include "fs/fuse/file_handle.hpp"
 #include "fs/fuse/file_handles.hpp"
@@ -152,6 +153,36 @@ bool has_passthrough_child(Filesystem& fs, const Inode& dir, const char* name) {
   return child && !fs.passthrough.wait_unused(child->id, kPassthroughCloseWait);
 }
 
+// in's bytes written at off of handle's file: libfuse's copy or splice, or
+// for a direct WRITE on a direct handle, staged in aligned memory first.
+// Any other WRITE makes a direct handle buffered for good: a page of a
+// mapping written back, or a caller that dropped O_DIRECT, may be unaligned,
+// and a plain directory takes it. The bytes written, or -errno.
+ssize_t write_to_handle(Filesystem& fs, FileHandle& handle, fuse_bufvec* in, off_t off, bool direct) {
+  constexpr auto kCopy = static_cast<fuse_buf_copy_flags>(0);
+  fuse_bufvec staged{};
+  fuse_bufvec* src = in;
+  if (handle.direct.load(std::memory_order_relaxed)) {
+    if (direct) {
+      const std::size_t size = fuse_buf_size(in);
+      staged = mem_bufvec(size, direct_scratch(size));
+      const ssize_t got = fuse_buf_copy(&staged, in, kCopy);
+      if (got < 0) return got;
+      staged = mem_bufvec(static_cast<std::size_t>(got), staged.buf[0].mem);
+      src = &staged;
+    } else {
+      if (Status buffered = fs.store->buffered_io(handle.fd.get()); !buffered) return -buffered.code();
+      handle.direct.store(false, std::memory_order_relaxed);
+    }
+  }
+  fuse_bufvec out = fd_bufvec(fuse_buf_size(src), handle.fd.get(), off);
+  ssize_t n = fuse_buf_copy(&out, src, kCopy);
+  // B out of space: the quarantine gives its space back first (issue 23 point 4).
+  while ((n == -ENOSPC || n == -EDQUOT) && (src->buf[0].flags & FUSE_BUF_IS_FD) == 0 && fs.store->make_room())
+    n = fuse_buf_copy(&out, src, kCopy);
+  return n;
+}
+
 }  // namespace
 
 void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
@@ -181,6 +212,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     UniqueFd fd = std::move(created->open_fd);
     fuse_entry_param e = remember(fs, std::move(created->found), *dir, name);
     auto handle = make_file_handle(std::move(fd), fs.inodes.get(e.ino), tracked, origin);
+    handle->direct = (fi->flags & O_DIRECT) != 0;  // B opened with the caller's flags
     if (handle->tracked) {
       fs.writers.opened(handle->inode->dev, handle->inode->ino);
       take_over_seal(fs, handle->inode->dev, handle->inode->ino);
@@ -208,17 +240,21 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (!inode) return;
     const int flags = fi->flags & ~(O_CREAT | O_EXCL | O_NOCTTY);
     const bool writer = opens_for_write(flags);
+    const bool direct = (flags & O_DIRECT) != 0;
     const ObjectKind kind = inode->kind;
-    // With FUSE passthrough, a read of a sealed file: the kernel reads B.
-    if (!writer && open_passthrough(req, fs, inode, flags, fi)) return;
+    // With FUSE passthrough, a read of a sealed file: the kernel reads B
+    // through a backing file of its own, opened with the caller's flags
+    // (O_DIRECT included); the daemon's descriptor only names the file.
+    if (!writer && open_passthrough(req, fs, inode, flags & ~O_DIRECT, fi)) return;
     // A cached open from here on (passthrough.hpp): none while the file has
     // passthrough opens (a write open of it is refused, as for a running
     // executable, once those closed just before have been released).
     CachedOpen cached(fs.passthrough, inode->id);
     if (!cached.begin(kPassthroughCloseWait)) return (void)fuse_reply_err(req, ETXTBSY);
     // A warm load: the inode's kept reader serves it (fh 0, no FLUSH, the
-    // page cache kept), so an open costs one fstat and no descriptor.
-    if (!writer && kind != ObjectKind::in_progress && shared_reader_fresh(fs, inode))
+    // page cache kept), so an open costs one fstat and no descriptor. Not a
+    // direct one, which reaches B with O_DIRECT on a handle of its own.
+    if (!writer && !direct && kind != ObjectKind::in_progress && shared_reader_fresh(fs, inode))
       return reply_open_shared(req, cached, fi);
     // Near the limit: wait for the kernel to forget cold inodes (InodeEvictor).
     if (!fs.make_room()) return (void)fuse_reply_err(req, ENFILE);
@@ -235,7 +271,8 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (!fd && fd.code() == ENOENT) return (void)fuse_reply_err(req, ESTALE);
     if (!fd) return reply_error(req, fd.error());
     auto handle = opened_handle(fs, inode, std::move(*fd), flags, tracked);
-    if (!writer && keep_as_reader(fs, inode, handle)) return reply_open_shared(req, cached, fi);
+    handle->direct = direct;
+    if (!writer && !direct && keep_as_reader(fs, inode, handle)) return reply_open_shared(req, cached, fi);
     fi->fh = fs.files.add(handle);
     // Keep the page cache across read opens: what it holds was served by
     // the checks above, and the adapter drops it when it sees a change it did
@@ -259,15 +296,20 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
     fs_of(req).store->metrics().reads.fetch_add(1, std::memory_order_relaxed);
     auto held = handle_to_read(req, ino, fi);
     if (!held) return;
-    if (held->sealed_read) {
-      // Into memory, not spliced: the bytes are checked after they are read
-      // (read_verified), and bytes in a pipe cannot be taken back.
+    const bool direct = held->direct.load(std::memory_order_relaxed);
+    if (held->sealed_read || direct) {
+      // Into memory, not spliced: a sealed file's bytes are checked after
+      // they are read (read_verified), and bytes in a pipe cannot be taken
+      // back; a direct handle reads into aligned memory (direct_io.hpp).
       thread_local std::vector<char> bytes;
-      bytes.resize(size);
-      auto n = read_verified(fs_of(req), *held.handle, bytes.data(), size, off);
+      if (!direct) bytes.resize(size);
+      char* buf = direct ? direct_scratch(size) : bytes.data();
+      auto n = held->sealed_read ? read_verified(fs_of(req), *held.handle, buf, size, off)
+                                 : pread_up_to(held->fd.get(), buf, size, off);
       if (!n) return (void)fuse_reply_err(req, n.code());
-      push_rest_at_read(fs_of(req), ino, *held.handle, off, size);
-      return (void)fuse_reply_buf(req, bytes.data(), *n);
+      // A direct open asked for no cache: nothing is pushed into M's pages.
+      if (!direct) push_rest_at_read(fs_of(req), ino, *held.handle, off, size);
+      return (void)fuse_reply_buf(req, buf, *n);
     }
     push_rest_at_read(fs_of(req), ino, *held.handle, off, size);
     fuse_bufvec buf = fd_bufvec(size, held->fd.get(), off);
@@ -283,12 +325,7 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t off, fu
       auto held = handle_to_change(req, ino, fi);
       if (!held) return;
       held->life.change();
-      fuse_bufvec out = fd_bufvec(fuse_buf_size(in), held->fd.get(), off);
-      n = fuse_buf_copy(&out, in, static_cast<fuse_buf_copy_flags>(0));
-      // B out of space: the quarantine gives its space back first (issue 23 point 4).
-      while ((n == -ENOSPC || n == -EDQUOT) && (in->buf[0].flags & FUSE_BUF_IS_FD) == 0 &&
-             fs.store->make_room())
-        n = fuse_buf_copy(&out, in, static_cast<fuse_buf_copy_flags>(0));
+      n = write_to_handle(fs, *held.handle, in, off, direct_write(fi));
     }
     if (n < 0) return (void)fuse_reply_err(req, static_cast<int>(-n));
     // Sealed before the answer: the request (and its interruption) must
