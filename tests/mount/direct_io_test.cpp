@@ -23,6 +23,7 @@
 #include "core/base/unique_fd.hpp"
 #include "core/manifest/manifest.hpp"
 #include "tests/mount/mount_test_util.hpp"
+#include "tests/mount/passthrough_util.hpp"
 
 namespace sealfs::test {
 namespace {
@@ -162,20 +163,34 @@ TEST_F(DirectIo, ASealedFileOpensDirectAndServesOnlyVerifiedBytes) {
   const std::string content = pattern(2 * kBlock + 100, 'k');  // the last read is short
   write_file(m("r"), content);
   ASSERT_TRUE(eventually([&] { return sealed_as(".sealfs-manifest.r", "r", content); }));
-  remount();  // a fresh daemon: the direct open makes its own handle on B
+  // A fresh daemon: the direct open makes its own handle on B (with FUSE
+  // passthrough where this build has it, -o passthrough).
+  remount(passthrough_expected() ? "passthrough" : "");
   EXPECT_EQ(summary(read_direct(m("r"), content.size())), summary(content));
   // B judges each direct read as it would the caller's own.
   write_file(plain("r"), content);
   EXPECT_EQ(direct_reads(m("r")), direct_reads(plain("r")));
+  // With FUSE passthrough those opens were passthrough ones: the kernel
+  // read B through its own backing file, opened with the caller's O_DIRECT.
+  if (passthrough_expected()) {
+    EXPECT_GE(daemon_counter(*mount_, "passthrough_opens"), 2);
+  }
 
   // R2 on the direct path: bytes changed behind the mount after the open
-  // are never served (each direct READ reaches the daemon).
+  // are never served (each direct READ reaches the daemon). With FUSE
+  // passthrough the kernel reads B itself once the open was verified
+  // (passthrough.hpp): there the change is a miss at the next open.
+  std::string changed = content;
+  changed[10] = 'X';
+  if (passthrough_expected()) {
+    write_file(b("r"), changed);
+    EXPECT_EQ(read_direct(m("r"), content.size()).rfind("error: open:", 0), 0u);
+    return;
+  }
   UniqueFd fd(::open(m("r").c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC));
   ASSERT_TRUE(fd) << std::strerror(errno);
   AlignedBytes buf(std::string(3 * kBlock, '\0'));
   ASSERT_EQ(::pread(fd.get(), buf.data(), buf.capacity(), 0), static_cast<ssize_t>(content.size()));
-  std::string changed = content;
-  changed[10] = 'X';
   write_file(b("r"), changed);
   const ssize_t n = ::pread(fd.get(), buf.data(), buf.capacity(), 0);
   const int err = errno;
