@@ -84,6 +84,10 @@ Status StorePublishing::abandon(int path_fd, PlaceHint hint) {
   return {};
 }
 
+Result<std::string> StorePublishing::path_below_root(int path_fd, PlaceHint hint) const {
+  return impl_->places.rel_of(path_fd, hint);
+}
+
 Status StorePublishing::truncate(int path_fd, off_t size, PlaceHint hint) {
   if (size < 0) return make_error(EINVAL, "negative size");
   auto fd = reopen_fd(path_fd, O_WRONLY);

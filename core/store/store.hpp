@@ -265,6 +265,10 @@ class StorePublishing : protected StoreFace {
   Status abandon(int path_fd, PlaceHint hint = {});
   // Truncate by path with no handle open: truncate, then re-seal at once.
   Status truncate(int path_fd, off_t size, PlaceHint hint = {});
+  // Where the file behind path_fd sits below the root now: what R4's seal
+  // journal records at a normal last close (core/writers/seal_journal.hpp).
+  // ENOENT inside B/.sealfs or outside the root.
+  Result<std::string> path_below_root(int path_fd, PlaceHint hint = {}) const;
   // After a chmod or chown of a sealed file (which never unseals, R10): the
   // manifest that covers it gets the narrowest access of the files it lists
   // again (manifest_file.hpp, ManifestAccess). Nothing to do for anything else.

@@ -2,7 +2,7 @@
 """The layering rule (README "Architecture"), checked on the sources:
 
   core/base < core/layout < core/manifest < core/verify < core/cuda
-            < core/store < fs/fuse < fs/cli
+            < core/store < core/writers < fs/fuse < fs/cli
 
 A file may include its own folder and the folders below it, never one above.
 Outside core/store (tests aside), only the store's public headers may be
@@ -21,7 +21,7 @@ import sys
 import lint_main
 
 LAYERS = ["core/base", "core/layout", "core/manifest", "core/verify", "core/cuda", "core/store",
-          "fs/fuse", "fs/cli"]
+          "core/writers", "fs/fuse", "fs/cli"]
 STORE_PUBLIC = {
     "core/store/store.hpp",
     "core/store/offline.hpp",
