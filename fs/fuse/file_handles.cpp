@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/base/result.hpp"
+#include "fs/fuse/close_journal.hpp"
 #include "fs/fuse/fd_bufvec.hpp"
 #include "fs/fuse/file_handle.hpp"
 #include "fs/fuse/inode_table.hpp"
@@ -353,6 +354,7 @@ void end_last_close(Filesystem& fs, const InodeRef& inode, const std::shared_ptr
       });
       if (posted) return;
     }
+    journal_done(fs, inode->dev, inode->ino);
     fs.writers.finished(inode->dev, inode->ino);
   }
   if (!status)
@@ -371,6 +373,7 @@ bool seal_later(Filesystem& fs, FileHandle& handle, const std::shared_ptr<const 
       static_cast<std::uint64_t>(st->st_size) > fs.store->profile().max_file_size)
     return false;
   const InodeRef inode = handle.inode;
+  journal_deferred(fs, *inode);  // before this FLUSH (without OPEN) returns
   return fs.deferred.post({inode->dev, inode->ino}, [&fs, inode, pfd, seen] {
     end_last_close(fs, inode, pfd, seen, LastClose::seal, 0);
   });

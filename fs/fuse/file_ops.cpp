@@ -21,6 +21,7 @@
 
 #include "core/base/result.hpp"
 #include "core/store/store.hpp"
+#include "fs/fuse/close_journal.hpp"
 #include "fs/fuse/direct_io.hpp"
 #include "fs/fuse/fd_bufvec.hpp"
 #include "fs/fuse/file_handle.hpp"
@@ -354,6 +355,7 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (handle->tracked)
       handle->life.closer(closer_state_of(fuse_req_ctx(req)->pid) != CloserState::abandoned);
     handle->life.flush();
+    journal_close(fs, *handle);  // R4: before close() returns, a normal last close is recorded
     if (handle->tracked && handle->life.await_release())
       fs.closed_unreleased.fetch_add(1, std::memory_order_relaxed);
     fuse_reply_err(req, 0);

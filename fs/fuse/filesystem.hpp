@@ -20,6 +20,7 @@
 #include "core/base/unique_fd.hpp"
 #include "core/store/store.hpp"
 #include "core/verify/verifier.hpp"
+#include "core/writers/seal_journal.hpp"
 #include "fs/fuse/deferred_seals.hpp"
 #include "fs/fuse/file_handle.hpp"
 #include "fs/fuse/handle_table.hpp"
@@ -75,10 +76,14 @@ struct Filesystem {
   PagePusher pusher;
   HandleTable<FileHandle> files;
   HandleTable<DirHandle> dirs;
-  ImplicitHandles implicit;      // fh 0: the handles OPEN would have made (no_open)
-  ImplicitDirs implicit_dirs;    // fh 0: the handles OPENDIR would have made (no_opendir)
-  Reaper reaper;                 // ends implicit writers whose processes left without a FLUSH
-  DeferredSeals deferred;        // seals of large files, a moment after their last close (R4)
+  ImplicitHandles implicit;    // fh 0: the handles OPEN would have made (no_open)
+  ImplicitDirs implicit_dirs;  // fh 0: the handles OPENDIR would have made (no_opendir)
+  Reaper reaper;               // ends implicit writers whose processes left without a FLUSH
+  DeferredSeals deferred;      // seals of large files, a moment after their last close (R4)
+  // R4: normal last closes whose seal has not run yet (close_journal.hpp);
+  // null on a read-only mount or where B/.sealfs is not writable. Set before
+  // the loop, reset after the last seal.
+  std::unique_ptr<SealJournal> journal;
   PassthroughOpens passthrough;  // backing ids and each inode's opens by kind (issue 25)
   double cache_timeout = 1.0;    // seconds, for sealed and verified objects
   bool chown_to_caller = false;  // running as root: created objects belong to the caller

@@ -33,6 +33,7 @@
 #include "core/base/result.hpp"
 #include "core/manifest/profile.hpp"
 #include "core/store/store.hpp"
+#include "fs/fuse/close_journal.hpp"
 #include "fs/fuse/descriptors.hpp"
 #include "fs/fuse/file_handles.hpp"
 #include "fs/fuse/filesystem.hpp"
@@ -428,6 +429,7 @@ std::optional<int> serve(Filesystem& fs, fuse_session* se, bool foreground, cons
       });
   fs.pusher.start(&fs.notices);
   fs.reaper.start([&fs](fuse_ino_t ino) { end_orphaned_writer(fs, ino); });
+  start_seal_journal(fs);  // after the fork: its lock and pid are the daemon's
   fs.deferred.start(kSealDelay);
   // Declared after `mounted`: its last write (the final counters) comes
   // after the loop has ended and before the unmount.
@@ -469,6 +471,9 @@ int run_mount(const MountConfig& options, std::ostream& err) {
   ::umask(0);
   Filesystem fs;
   if (!open_backing(fs, options, std::move(*profile), err) || !parse_conn_options(fs, options, err)) return 1;
+  // R4: seals journalled by a daemon that did not live to run them, before
+  // anything is served (each file then shows at its first lookup).
+  replay_seal_journals(fs);
   SessionPtr se = mount_session(fs, options, err);
   if (!se) return 1;
   const std::optional<int> rc = serve(fs, se.get(), options.foreground, *metrics, err);
@@ -495,6 +500,7 @@ int run_mount(const MountConfig& options, std::ostream& err) {
              released);
   fs.deferred.stop();
   fs.reaper.stop();
+  stop_seal_journal(fs);
   // ECONNABORTED: the kernel ended the connection with requests still
   // queued (an unmount right after a burst of closes, or fusectl's abort):
   // the mount is gone as after any unmount, and what was closed is sealed.

@@ -343,6 +343,13 @@ void WriterTracking::cancelled(dev_t dev, ino_t ino) {
   if (it->second.writers == 0 && it->second.sealing == 0) files_.erase(it);
 }
 
+bool WriterTracking::last_writer_seals(dev_t dev, ino_t ino, bool handle_changes) const {
+  std::lock_guard lock(mu_);
+  auto it = files_.find({dev, ino});
+  return it != files_.end() && it->second.writers == 1 && !it->second.abandoned &&
+         (handle_changes || it->second.changed);
+}
+
 bool WriterTracking::in_progress(dev_t dev, ino_t ino) const {
   std::lock_guard lock(mu_);
   auto it = files_.find({dev, ino});

@@ -134,6 +134,11 @@ class WriterTracking {
   // An opened() whose open then failed: forget it without sealing anything.
   void cancelled(dev_t dev, ino_t ino);
 
+  // At a FLUSH of a write handle (handle_changes: it made or changed the
+  // file): whether it is the file's only write handle and the file will
+  // need a seal when it goes (nothing abandoned so far). R4's seal journal
+  // records such a close before FLUSH returns.
+  bool last_writer_seals(dev_t dev, ino_t ino, bool handle_changes) const;
   bool in_progress(dev_t dev, ino_t ino) const;
   // How many files are in progress now (the status gauge).
   std::size_t in_progress_count() const;

@@ -1,0 +1,108 @@
+#include "fs/fuse/close_journal.hpp"
+
+#include <syslog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "core/base/result.hpp"
+#include "core/base/stamp.hpp"
+#include "core/writers/journal_replay.hpp"
+#include "core/writers/seal_journal.hpp"
+#include "fs/fuse/handle_life.hpp"
+#include "fs/fuse/writer_tracking.hpp"
+
+namespace sealfs::fuse {
+namespace {
+
+// How long a new daemon waits for an old one that has unmounted and still
+// seals (an unmount followed at once by a mount): a seal of a file of
+// several GB included.
+constexpr std::chrono::seconds kOldDaemonWait{60};
+
+std::atomic<bool> g_write_failure_logged{false};
+
+void record(Filesystem& fs, const Inode& inode) {
+  const auto pfd = inode.path_fd();
+  if (!pfd || !pfd->valid()) return;
+  auto st = fs.store->attributes(pfd->get());
+  // A file with no name below B (unlinked, in B/.sealfs) has nothing a
+  // later daemon could find: not journalled.
+  auto rel =
+      st ? fs.store->path_below_root(pfd->get(), inode.last_seen().hint()) : Result<std::string>(st.error());
+  Status written = rel ? fs.journal->closed({std::move(*rel), Stamp::of(*st)}) : Status(rel.error());
+  if (!written && written.code() != ENOENT && written.code() != ESTALE &&
+      !g_write_failure_logged.exchange(true))
+    syslog(LOG_WARNING,
+           "sealfs: a close could not be journalled (%s): if the daemon dies before its seal, the file "
+           "stays hidden. Logged once.",
+           written.error().message.c_str());
+}
+
+}  // namespace
+
+void replay_seal_journals(Filesystem& fs) {
+  if (fs.read_only) return;
+  auto root = fs.store->root();
+  auto dir = root ? open_journal_dir(root->fd.get()) : Result<UniqueFd>(root.error());
+  if (!dir) {
+    syslog(LOG_WARNING, "sealfs: seal journal: %s: nothing replayed", dir.error().message.c_str());
+    return;
+  }
+  ReplayOptions options;
+  options.boot_id = this_boot_id();
+  options.wait = kOldDaemonWait;
+  // The daemon holding a journal still serves while its mount's device is a
+  // FUSE mount here; unmounted, it is only sealing what was closed.
+  options.owner_serving = [](const JournalHeader& header) {
+    return header.device == "-" || !fuse_mount_ids_seen_by(::getpid(), header.device).empty();
+  };
+  options.log = [](const std::string& line) { syslog(LOG_INFO, "sealfs: %s", line.c_str()); };
+  const ReplayReport r = replay_journals(*fs.store, dir->get(), options);
+  if (r.journals + r.live + r.timed_out > 0)
+    syslog(LOG_INFO,
+           "sealfs: seal journals: %zu replayed (%zu seals finished, %zu files changed since their close and "
+           "%zu gone or renamed left hidden, %zu failed, %zu lines ignored), %zu of live mounts left alone, "
+           "%zu whose daemon still seals left to it",
+           r.journals, r.sealed, r.changed, r.missing, r.failed, r.ignored, r.live, r.timed_out);
+}
+
+void start_seal_journal(Filesystem& fs) {
+  if (fs.read_only) return;
+  auto root = fs.store->root();
+  auto dir = root ? open_journal_dir(root->fd.get()) : Result<UniqueFd>(root.error());
+  const std::string device = fuse_mount_device_of(fs.mountpoint);
+  auto journal = dir ? SealJournal::create(dir->get(), JournalHeader{::getpid(), this_boot_id(), device})
+                     : Result<std::unique_ptr<SealJournal>>(dir.error());
+  if (!journal) {
+    syslog(LOG_WARNING,
+           "sealfs: no seal journal (%s): a file closed just before the daemon dies stays hidden",
+           journal.error().message.c_str());
+    return;
+  }
+  fs.journal = std::move(*journal);
+}
+
+void stop_seal_journal(Filesystem& fs) { fs.journal.reset(); }
+
+void journal_close(Filesystem& fs, const FileHandle& handle) {
+  if (!fs.journal || !handle.tracked || !handle.inode) return;
+  const HandleEnd end = handle.life.end();
+  if (end.abandoned) return;
+  const Inode& inode = *handle.inode;
+  if (!fs.writers.last_writer_seals(inode.dev, inode.ino, end.changed || end.made)) return;
+  record(fs, inode);
+}
+
+void journal_deferred(Filesystem& fs, const Inode& inode) {
+  if (fs.journal && !fs.journal->pending(inode.dev, inode.ino)) record(fs, inode);
+}
+
+void journal_done(Filesystem& fs, dev_t dev, ino_t ino) {
+  if (fs.journal) fs.journal->done(dev, ino);
+}
+
+}  // namespace sealfs::fuse

@@ -1,0 +1,192 @@
+// R4: a normal close outlives the daemon (core/writers/seal_journal.hpp).
+// Before the last close's FLUSH returns, the daemon journals it; a daemon
+// killed right after (SIGKILL: the OOM killer, a grace period) or an unmount
+// followed at once by a mount leaves the seal to the next daemon, which
+// finishes it before serving, so the file shows at its first lookup.
+//  - SIGKILL after close: files of 4 KiB, 50 MB and 300 MB written by
+//    `head -c N /dev/urandom` (the daemon's RELEASE held back, so that the
+//    kill always comes between the close and the seal);
+//  - xfstests generic/610 (write 100 MB, zero a range, cycle the mount, od)
+//    and generic/749 (write, cycle the mount, mmap read), with xfs_io and the
+//    unmount done by fusermount3 itself, which does not wait for the daemon;
+//  - an old daemon still sealing after its unmount is waited for;
+//  - a file changed or renamed behind the mount after its close stays hidden;
+//  - a journal of a daemon still serving another mount of B is left alone.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "tests/mount/mount_test_util.hpp"
+
+namespace sealfs::test {
+namespace {
+
+// Holds every RELEASE back, so that the seal after a close comes late: past
+// the kill (writing 300 MB through the mount takes tens of seconds on a busy
+// machine), or 3 s after an unmount.
+const std::string kNoRelease = "SEALFS_FAULT_DELAY=release:600000";
+const std::string kLateRelease = "SEALFS_FAULT_DELAY=release:3000";
+
+// The journals in B/.sealfs/journal.
+std::set<std::string> journals(const std::string& backing) {
+  auto names = list_dir(backing + "/.sealfs/journal");
+  names.erase(".");
+  names.erase("..");
+  return names;
+}
+
+ProcessResult sh(const std::string& script) {
+  return run_process({"sh", "-c", script}, {}, std::chrono::seconds(240));
+}
+
+class SealJournal : public ::testing::Test {
+ protected:
+  void SetUp() override { SEALFS_REQUIRE_FUSE(); }
+  std::string b(const std::string& rel) const { return backing_.path() + "/" + rel; }
+  MountConfig on_b(std::vector<std::string> env = {}, const std::string& options = "cache_timeout=1") const {
+    MountConfig c = MountConfig::with({options}).backed_by(backing_.path());
+    for (auto& e : env) c.with_env(e);
+    return c;
+  }
+  // Writes name through a mount with late RELEASEs by `head -c size`, then
+  // kills that daemon with SIGKILL as soon as the writer has exited.
+  void write_then_kill(const std::vector<std::pair<std::string, std::string>>& files,
+                       const std::string& options = "cache_timeout=1") {
+    Mount mount(on_b({kNoRelease}, options));
+    ASSERT_TRUE(mount.ok()) << mount.error();
+    for (const auto& [name, size] : files) {
+      auto w = sh("head -c " + size + " /dev/urandom > " + mount.m(name));
+      ASSERT_EQ(w.status, 0) << w.err;
+    }
+    ASSERT_EQ(::kill(mount.daemon_pid(), SIGKILL), 0);
+    mount.expect_exit_status(128 + SIGKILL);
+    EXPECT_EQ(mount.wait_for_exit(std::chrono::seconds(20)), 128 + SIGKILL);
+  }
+  TempDir backing_{"sealfs-journal-b"};
+};
+
+// Issue's point: 3 of 3 files were hidden ("foreign: no manifest covers it").
+TEST_F(SealJournal, FilesClosedBeforeASigkillShowAfterTheNextMount) {
+  write_then_kill({{"small", "4K"}, {"medium", "50M"}, {"large", "300M"}});
+  if (HasFatalFailure()) return;
+  for (const char* name : {"small", "medium", "large"})
+    EXPECT_FALSE(exists_nofollow(b(std::string(".sealfs-manifest.") + name)))
+        << name << " sealed before the kill";
+  Mount again(on_b());
+  ASSERT_TRUE(again.ok()) << again.error();
+  for (const char* name : {"small", "medium", "large"}) {
+    const auto through_m = read_file(again.m(name));
+    EXPECT_TRUE(through_m.has_value()) << name << " hidden after the restart: " << std::strerror(errno);
+    if (through_m) {
+      EXPECT_EQ(through_m, read_file(b(name))) << name;
+    }
+  }
+  EXPECT_TRUE(journals(backing_.path()).size() <= 1) << "the killed daemon's journal was not removed";
+  EXPECT_EQ(again.unmount(), 0);
+  auto fsck = run_process({sealfs_binary(), "fsck", backing_.path()});
+  EXPECT_NE(fsck.out.find("valid 3, invalid 0, foreign 0,"), std::string::npos) << fsck.out << fsck.err;
+  EXPECT_TRUE(journals(backing_.path()).empty()) << "a clean exit leaves no journal";
+}
+
+// Without OPEN the seal of a small file runs inside its FLUSH, but a large
+// one's waits a moment (DeferredSeals): journalled before that FLUSH returns.
+TEST_F(SealJournal, WithoutOpenALargeFileClosedBeforeASigkillShows) {
+  write_then_kill({{"large", "20M"}}, "cache_timeout=1,no_open");
+  if (HasFatalFailure()) return;
+  EXPECT_FALSE(exists_nofollow(b(".sealfs-manifest.large"))) << "sealed before the kill";
+  Mount again(on_b({}, "cache_timeout=1,no_open"));
+  ASSERT_TRUE(again.ok()) << again.error();
+  const auto through_m = read_file(again.m("large"));
+  EXPECT_TRUE(through_m.has_value()) << "hidden after the restart: " << std::strerror(errno);
+  if (through_m) {
+    EXPECT_EQ(through_m, read_file(b("large")));
+  }
+}
+
+// A file changed behind the mount after its close, or renamed, is not what
+// was closed: it stays hidden, as any foreign file.
+TEST_F(SealJournal, AFileChangedOrRenamedAfterItsCloseStaysHidden) {
+  write_then_kill({{"changed", "4K"}, {"renamed", "4K"}, {"kept", "4K"}});
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(sh("printf x >> " + b("changed")).status, 0);
+  ASSERT_EQ(::rename(b("renamed").c_str(), b("moved").c_str()), 0);
+  Mount again(on_b());
+  ASSERT_TRUE(again.ok()) << again.error();
+  EXPECT_EQ(lstat_errno(again.m("changed")), ENOENT) << "a file changed since its close was sealed";
+  EXPECT_EQ(lstat_errno(again.m("renamed")), ENOENT);
+  EXPECT_EQ(lstat_errno(again.m("moved")), ENOENT) << "a renamed file was guessed";
+  EXPECT_EQ(lstat_errno(again.m("kept")), 0) << "the unchanged file beside them";
+  EXPECT_TRUE(exists_nofollow(b("changed"))) << "foreign content is never deleted (R3)";
+}
+
+// xfstests generic/610: write 100 MB, zero a range in it, cycle the mount,
+// read. fusermount3 -u returns before the old daemon has sealed.
+TEST_F(SealJournal, Generic610WriteZeroRangeCycleMount) {
+  Mount first(on_b());
+  ASSERT_TRUE(first.ok()) << first.error();
+  auto w = run_process(
+      {"xfs_io", "-f", "-c", "pwrite -S 0xab -b 1m 0 100m", "-c", "fzero 4096 1m", first.m("foobar")}, {},
+      std::chrono::seconds(240));
+  ASSERT_EQ(w.status, 0) << w.out << w.err;
+  ASSERT_EQ(run_process({"fusermount3", "-u", first.mountpoint()}).status, 0);
+  Mount second(on_b());  // at once: the old daemon may still be sealing
+  ASSERT_TRUE(second.ok()) << second.error();
+  auto od = run_process({"od", "-A", "d", "-t", "x1", "-j", "4090", "-N", "16", second.m("foobar")});
+  EXPECT_EQ(od.status, 0) << od.err;
+  EXPECT_NE(od.out.find("ab ab ab ab ab ab 00 00"), std::string::npos) << od.out;
+  EXPECT_EQ(first.wait_for_exit(std::chrono::seconds(60)), 0) << first.log();
+}
+
+// xfstests generic/749: write, cycle the mount, read through mmap.
+TEST_F(SealJournal, Generic749WriteCycleMountMmapRead) {
+  Mount first(on_b());
+  ASSERT_TRUE(first.ok()) << first.error();
+  auto w = run_process({"xfs_io", "-f", "-c", "pwrite -S 0x5a -b 1m 0 24m", first.m("foobar")}, {},
+                       std::chrono::seconds(120));
+  ASSERT_EQ(w.status, 0) << w.out << w.err;
+  ASSERT_EQ(run_process({"fusermount3", "-u", first.mountpoint()}).status, 0);
+  Mount second(on_b());
+  ASSERT_TRUE(second.ok()) << second.error();
+  auto r = run_process({"xfs_io", "-c", "mmap -r 0 24m", "-c", "mread -v 25165800 8", second.m("foobar")});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("5a 5a 5a 5a 5a 5a 5a 5a"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(first.wait_for_exit(std::chrono::seconds(60)), 0) << first.log();
+}
+
+// An old daemon that has unmounted and still seals (its RELEASE held back
+// 3 s) holds its journal's lock: the new one waits for it, and the file then
+// shows sealed at its first lookup.
+TEST_F(SealJournal, ANewDaemonWaitsForAnOldOneStillSealing) {
+  Mount first(on_b({kLateRelease}));
+  ASSERT_TRUE(first.ok()) << first.error();
+  ASSERT_EQ(sh("head -c 4K /dev/urandom > " + first.m("f")).status, 0);
+  ASSERT_EQ(run_process({"fusermount3", "-u", first.mountpoint()}).status, 0);
+  EXPECT_EQ(first.wait_for_exit(std::chrono::milliseconds(0)), -1) << "the old daemon had ended already";
+  Mount second(on_b());
+  ASSERT_TRUE(second.ok()) << second.error();
+  EXPECT_EQ(read_file(second.m("f")), read_file(b("f")));
+  EXPECT_TRUE(exists_nofollow(b(".sealfs-manifest.f")));
+  EXPECT_EQ(first.wait_for_exit(std::chrono::seconds(20)), 0) << first.log();
+}
+
+// A journal whose daemon still serves another mount of B is not waited for
+// and not replayed: that daemon seals its own files.
+TEST_F(SealJournal, ALiveMountsJournalIsLeftAlone) {
+  Mount first(on_b({"SEALFS_FAULT_DELAY=release:6000"}));
+  ASSERT_TRUE(first.ok()) << first.error();
+  ASSERT_EQ(sh("head -c 4K /dev/urandom > " + first.m("f")).status, 0);
+  const auto start = std::chrono::steady_clock::now();
+  Mount second(on_b());
+  ASSERT_TRUE(second.ok()) << second.error();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "the new mount waited";
+  EXPECT_FALSE(exists_nofollow(b(".sealfs-manifest.f"))) << "sealed by the other daemon";
+  EXPECT_TRUE(eventually([&] { return exists_nofollow(b(".sealfs-manifest.f")); }, std::chrono::seconds(20)))
+      << "the first daemon did not seal its file";
+  EXPECT_EQ(read_file(second.m("f")), read_file(b("f")));
+}
+
+}  // namespace
+}  // namespace sealfs::test
