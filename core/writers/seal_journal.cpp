@@ -31,7 +31,7 @@ constexpr std::string_view kMagic = "sealfs-journal";
 constexpr std::string_view kVersion = "1";
 // A path longer than this is no path a daemon recorded (R10 allows deep
 // paths, not unbounded lines).
-constexpr std::size_t kMaxRel = 64 * 1024;
+constexpr std::size_t kMaxRel = std::size_t{64} * 1024;
 
 // Bytes a path may hold as they are; every other byte is %XX.
 bool plain(unsigned char c) { return c > 0x20 && c < 0x7f && c != '%'; }
@@ -188,15 +188,73 @@ bool journal_rel_acceptable(std::string_view rel) {
   return true;
 }
 
-JournalText parse_journal(std::string_view text) {
-  JournalText out;
+namespace {
+
+// The records of a journal's body, line by line: the latest close of each
+// file and whether it is done.
+class BodyParser {
+ public:
+  explicit BodyParser(JournalText& out) : out_(out) {}
+
+  void line(std::string_view line) {
+    const auto f = fields(line);
+    if (f.size() == 2 && f[0] == "D") return done(f[1]);
+    if (!f.empty() && f[0] == "C") return close(f);
+    ++out_.malformed;
+  }
+
+  void finish() {
+    std::map<std::uint64_t, JournalRecord> ordered;
+    for (auto& [key, l] : latest_)
+      if (!l.done) ordered.emplace(l.seq, std::move(l.record));
+    for (auto& [seq, record] : ordered) out_.pending.push_back(std::move(record));
+  }
+
+ private:
+  using Key = std::pair<dev_t, ino_t>;
   struct Latest {
     std::uint64_t seq = 0;
     JournalRecord record;
     bool done = false;
   };
-  std::map<std::pair<dev_t, ino_t>, Latest> latest;
-  std::map<std::uint64_t, std::pair<dev_t, ino_t>> by_seq;
+
+  void done(std::string_view seq_text) {
+    std::uint64_t seq = 0;
+    if (!number(seq_text, seq)) {
+      ++out_.malformed;
+      return;
+    }
+    // Only the latest close of a file counts: a done mark of an older one
+    // (left behind by a compaction cut short) leaves a later close pending.
+    if (auto it = by_seq_.find(seq); it != by_seq_.end()) {
+      auto& l = latest_[it->second];
+      if (l.seq == seq) l.done = true;
+    }
+  }
+
+  void close(const std::vector<std::string_view>& f) {
+    bool refused = false;
+    auto c = parse_close(f, refused);
+    if (!c) {
+      ++(refused ? out_.refused : out_.malformed);
+      return;
+    }
+    const Key key{c->second.stamp.dev, c->second.stamp.ino};
+    by_seq_[c->first] = key;
+    auto& l = latest_[key];
+    if (l.record.rel.empty() || c->first > l.seq) l = Latest{c->first, std::move(c->second), false};
+  }
+
+  JournalText& out_;
+  std::map<Key, Latest> latest_;
+  std::map<std::uint64_t, Key> by_seq_;
+};
+
+}  // namespace
+
+JournalText parse_journal(std::string_view text) {
+  JournalText out;
+  BodyParser body(out);
   bool first = true;
   while (!text.empty()) {
     const auto nl = text.find('\n');
@@ -206,48 +264,20 @@ JournalText parse_journal(std::string_view text) {
     }
     const std::string_view line = text.substr(0, nl);
     text.remove_prefix(nl + 1);
-    if (first) {
-      first = false;
-      if (auto h = parse_header(line)) {
-        out.headed = true;
-        out.header = std::move(*h);
-        continue;
-      }
+    if (!first) {
+      body.line(line);
+      continue;
+    }
+    first = false;
+    auto header = parse_header(line);
+    if (!header) {
       ++out.malformed;
       return out;  // not a journal this daemon can read: nothing in it is trusted
     }
-    const auto f = fields(line);
-    if (f.size() == 2 && f[0] == "D") {
-      std::uint64_t seq = 0;
-      if (!number(f[1], seq)) {
-        ++out.malformed;
-        continue;
-      }
-      if (auto it = by_seq.find(seq); it != by_seq.end()) {
-        auto& l = latest[it->second];
-        if (l.seq == seq) l.done = true;
-      }
-      continue;
-    }
-    if (!f.empty() && f[0] == "C") {
-      bool refused = false;
-      auto c = parse_close(f, refused);
-      if (!c) {
-        ++(refused ? out.refused : out.malformed);
-        continue;
-      }
-      const std::pair<dev_t, ino_t> key{c->second.stamp.dev, c->second.stamp.ino};
-      by_seq[c->first] = key;
-      auto& l = latest[key];
-      if (l.record.rel.empty() || c->first > l.seq) l = Latest{c->first, std::move(c->second), false};
-      continue;
-    }
-    ++out.malformed;
+    out.headed = true;
+    out.header = std::move(*header);
   }
-  std::map<std::uint64_t, JournalRecord> ordered;
-  for (auto& [key, l] : latest)
-    if (!l.done) ordered.emplace(l.seq, std::move(l.record));
-  for (auto& [seq, record] : ordered) out.pending.push_back(std::move(record));
+  body.finish();
   return out;
 }
 

@@ -91,7 +91,7 @@ class SealJournal {
  public:
   // Cut back to its pending records when it grows past this and at least
   // half of it is done records.
-  static constexpr off_t kCompactAt = 64 * 1024;
+  static constexpr off_t kCompactAt = off_t{64} * 1024;
 
   // Makes "<pid>-<time>.journal" in dir_fd: written as ".new", locked, then
   // renamed, so that no replay reads it before it is locked.
