@@ -5,7 +5,8 @@
 // Before the last close returns, the daemon appends a record of it to its own
 // journal in B/.sealfs/journal/ (the file's path below B and its stamp); the
 // record is marked done once the seal or abandon has run, and the journal is
-// cut back to its header whenever nothing is pending. A new daemon finishes
+// cut back to its header when nothing is pending (past a few KiB). A new
+// daemon finishes
 // every pending seal of a journal whose daemon is gone (journal_replay.hpp).
 //
 // Durable enough to survive the daemon, not a power cut: a write() lands in
@@ -92,6 +93,8 @@ class SealJournal {
   // Cut back to its pending records when it grows past this and at least
   // half of it is done records.
   static constexpr off_t kCompactAt = off_t{64} * 1024;
+  // Cut back to its header when nothing is pending and it is larger than this.
+  static constexpr off_t kCutBackAt = 4096;
 
   // Makes "<pid>-<time>.journal" in dir_fd: written as ".new", locked, then
   // renamed, so that no replay reads it before it is locked.
@@ -104,7 +107,7 @@ class SealJournal {
   // earlier pending record. One write.
   Status closed(const JournalRecord& record);
   // The seal (or abandon) of (dev, ino) has run: its record is done. Costs
-  // nothing when none is pending.
+  // nothing when none is pending; one write, or a truncate to the header.
   void done(dev_t dev, ino_t ino);
   bool pending(dev_t dev, ino_t ino) const;
   std::size_t pending_count() const;
