@@ -90,8 +90,7 @@ bool take_lock(int fd, const JournalText& text, const std::string& name, ReplayR
     say(options, "seal journal " + name + ": cannot lock: " + std::strerror(errno) + "; left alone");
     return false;
   }
-  if (!text.headed || text.header.boot_id != options.boot_id || !options.owner_serving ||
-      options.owner_serving(text.header)) {
+  if (!text.headed || !options.owner_serving || options.owner_serving(text.header)) {
     ++report.live;
     return false;
   }
@@ -118,7 +117,18 @@ void replay_journal(Store& store, int dir_fd, int root_fd, const std::string& na
     say(options, "seal journal " + name + ": not a regular file of a sane size: ignored");
     return;
   }
-  if (!take_lock(fd.get(), parse_journal(read_journal(fd.get())), name, report, options)) return;
+  const JournalText before = parse_journal(read_journal(fd.get()));
+  // Another boot's: this host's earlier life (R1: a power cut may have lost
+  // the bytes its stamps describe), or another host's over a shared B, whose
+  // lock this host may not see. Neither replayed nor removed.
+  if (before.headed && before.header.boot_id != options.boot_id) {
+    ++report.other_boot;
+    if (!before.pending.empty())
+      say(options, "seal journal " + name + ": of another boot (or host): its " +
+                       std::to_string(before.pending.size()) + " pending seals are not replayed");
+    return;
+  }
+  if (!take_lock(fd.get(), before, name, report, options)) return;
   // Another new daemon may have replayed and removed it meanwhile.
   auto now = stat_at(dir_fd, name);
   if (!now || now->st_ino != st.st_ino || now->st_dev != st.st_dev) return;
@@ -131,9 +141,7 @@ void replay_journal(Store& store, int dir_fd, int root_fd, const std::string& na
   if (!text.headed) {
     say(options, "seal journal " + name + ": no valid header: nothing in it replayed");
   } else if (text.header.boot_id != options.boot_id) {
-    if (!text.pending.empty())
-      say(options, "seal journal " + name + ": of an earlier boot: " + std::to_string(text.pending.size()) +
-                       " seals not replayed (R1: a power cut may have lost those bytes)");
+    return;  // rewritten as another boot's meanwhile: not ours to remove
   } else {
     for (const auto& record : text.pending) replay_record(store, root_fd, record, report, options);
   }

@@ -12,7 +12,8 @@
 //  - locked by a daemon still serving a mount of B (another mount point,
 //    another host): its own business, left alone.
 //  - of another boot: never replayed (a power cut may have lost the bytes
-//    its stamps describe: R1), and removed once unlocked.
+//    its stamps describe: R1) and never removed (over a shared B it may be
+//    another host's live journal, whose lock this host need not see).
 // A record is replayed only when its name still leads to the same file
 // (dev, ino) with the stamp of its close. A file changed since, or renamed
 // (no guess is made at its new name), stays hidden, as R3 says of foreign
@@ -41,14 +42,15 @@ struct ReplayOptions {
 };
 
 struct ReplayReport {
-  std::size_t journals = 0;   // journals read (and removed)
-  std::size_t sealed = 0;     // pending seals finished
-  std::size_t changed = 0;    // file changed since its close: left hidden
-  std::size_t missing = 0;    // no such name, or it leads to another file (renamed): left hidden
-  std::size_t failed = 0;     // the seal failed (the error logged)
-  std::size_t live = 0;       // journals of a daemon still serving: left alone
-  std::size_t timed_out = 0;  // journals whose ending daemon outlasted the wait: left alone
-  std::size_t ignored = 0;    // malformed lines and refused records, of every journal
+  std::size_t journals = 0;    // journals read (and removed)
+  std::size_t sealed = 0;      // pending seals finished
+  std::size_t changed = 0;     // file changed since its close: left hidden
+  std::size_t missing = 0;     // no such name, or it leads to another file (renamed): left hidden
+  std::size_t failed = 0;      // the seal failed (the error logged)
+  std::size_t live = 0;        // journals of a daemon still serving: left alone
+  std::size_t other_boot = 0;  // journals of another boot or host: left alone
+  std::size_t timed_out = 0;   // journals whose ending daemon outlasted the wait: left alone
+  std::size_t ignored = 0;     // malformed lines and refused records, of every journal
 };
 
 // Replays every journal in dir_fd (open_journal_dir) with store.

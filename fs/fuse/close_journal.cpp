@@ -62,12 +62,13 @@ void replay_seal_journals(Filesystem& fs) {
   };
   options.log = [](const std::string& line) { syslog(LOG_INFO, "sealfs: %s", line.c_str()); };
   const ReplayReport r = replay_journals(*fs.store, dir->get(), options);
-  if (r.journals + r.live + r.timed_out > 0)
+  if (r.journals + r.live + r.timed_out + r.other_boot > 0)
     syslog(LOG_INFO,
            "sealfs: seal journals: %zu replayed (%zu seals finished, %zu files changed since their close and "
-           "%zu gone or renamed left hidden, %zu failed, %zu lines ignored), %zu of live mounts left alone, "
-           "%zu whose daemon still seals left to it",
-           r.journals, r.sealed, r.changed, r.missing, r.failed, r.ignored, r.live, r.timed_out);
+           "%zu gone or renamed left hidden, %zu failed, %zu lines ignored), %zu of live mounts and %zu of "
+           "another boot or host left alone, %zu whose daemon still seals left to it",
+           r.journals, r.sealed, r.changed, r.missing, r.failed, r.ignored, r.live, r.other_boot,
+           r.timed_out);
 }
 
 void start_seal_journal(Filesystem& fs) {
