@@ -156,6 +156,25 @@ TEST(WriterTrackingTest, InProgressUntilTheSealAfterTheLastRelease) {
   EXPECT_FALSE(w.in_progress(1, 2));
 }
 
+// R4's seal journal records a FLUSH only when it is the file's last close
+// that will lead to a seal: one write handle left, something to seal, nothing
+// abandoned.
+TEST(WriterTrackingTest, TheLastWritersFlushSealsOnlyAsTheSoleWriterOfAChangedFile) {
+  WriterTracking w;
+  EXPECT_FALSE(w.last_writer_seals(1, 2, true)) << "not open";
+  w.opened(1, 2);
+  EXPECT_TRUE(w.last_writer_seals(1, 2, true));
+  EXPECT_FALSE(w.last_writer_seals(1, 2, false)) << "nothing to seal";
+  w.opened(1, 2);
+  EXPECT_FALSE(w.last_writer_seals(1, 2, true)) << "another write handle is open";
+  EXPECT_FALSE(w.released(1, 2, kWrote).has_value());
+  EXPECT_TRUE(w.last_writer_seals(1, 2, false)) << "changed by the handle released before";
+  w.opened(3, 4);
+  w.opened(3, 4);
+  EXPECT_FALSE(w.released(3, 4, kWroteAbandoned).has_value());
+  EXPECT_FALSE(w.last_writer_seals(3, 4, true)) << "a changing handle was abandoned";
+}
+
 TEST(WriterTrackingTest, OneAbandonedHandleThatChangedTheFileAbandonsIt) {
   WriterTracking w;
   w.opened(1, 2);
