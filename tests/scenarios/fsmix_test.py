@@ -1,0 +1,156 @@
+"""A seeded random operation mix (fsmix.py) on sealfs mounts, many seeds.
+
+Modes (seeds, operations each; 2 to 3 minutes on 2 busy cores in all):
+  single   generic profile, 40 seeds × 300 operations in one process, each
+           compared with the same seed in a plain directory: every outcome
+           (ok or errno) and the final tree name by name (type, mode, size,
+           link count, content digest, symlink target, user.* xattrs);
+  entry    tilelang profile, 12 seeds × 300, the same comparison, the mix run
+           inside a directory published the TileLang way (so every change
+           amends an entry, and directory renames make entries inside it);
+  multi    generic profile, 8 seeds, 3 processes × 200 operations each in a
+           subtree of its own and one shared subtree;
+  multi-entry  tilelang, 4 seeds, the same inside a published entry.
+Every mode also requires: nothing in B/.sealfs/quarantine, `sealfs fsck B`
+clean after the unmount, and a fresh mount of B showing the same tree (a
+file hidden at the next mount is data lost). See fsmix_check.py.
+
+KNOWN_FAILURES lists the seeds that fail on the code this test was written
+against, by mode, with the first symptom each showed. The test fails when a
+seed NOT listed fails; a listed seed that passes is reported (shrink the
+list as fixes land). Every run prints the list. Each failure is printed
+with its seed and a one-line command that reproduces it; `fsmix_check.py
+shrink` with the same options finds the fewest operations that still fail.
+"""
+
+from __future__ import annotations
+
+import time
+import unittest
+from dataclasses import replace
+
+import fsmix_check as fc
+import sealfs_mount as sm
+
+# mode → (Config template, seeds)
+MODES = {
+    "single": (fc.Config(0, 300, "generic"), range(1, 41)),
+    "entry": (fc.Config(0, 300, "tilelang", entry=True), range(1, 13)),
+    "multi": (fc.Config(0, 200, "generic", procs=3), range(1, 9)),
+    "multi-entry": (fc.Config(0, 200, "tilelang", entry=True, procs=3), range(1, 5)),
+}
+
+# Seeds that failed on main (23af38d) in 3 to 8 runs of this test, with the first problem each showed ("op N kind: plain X, sealfs Y" is
+# the first outcome that differed). Shrunk, they are: a truncate or link
+# through one hard link after another name in another directory is gone
+# (EBUSY, ENOENT, a stale manifest); a change inside an entry nested in an
+# entry (the outer manifest goes stale, the whole outer entry is hidden); a
+# rename onto an empty directory entry that quarantines it ("R5: directory
+# holding only hidden objects"). "(flaky)": it passed in some runs (seals
+# run after RELEASE, so timing matters); multi-process seeds all are.
+# Remove a seed once it passes; never add one to make a new failure pass.
+# A daemon that crashes or a run that hangs fails the test even for a seed
+# listed here.
+KNOWN_FAILURES: dict[str, dict[int, str]] = {
+    "single": {
+        2: "op 131 truncate: plain ok, sealfs EBUSY",
+        3: "op 170 rename_dir: plain ENOTEMPTY, sealfs ENOENT",
+        6: "op 143 truncate: plain ok, sealfs EBUSY",
+        9: "op 249 link: plain ok, sealfs ENOENT",
+        10: "op 256 unlink: plain ok, sealfs ENOENT",
+        12: "op 175 truncate: plain ok, sealfs EBUSY",
+        14: "op 285 create: plain EEXIST, sealfs ENOENT",
+        16: "op 128 truncate: plain ok, sealfs EBUSY",
+        19: "op 116 truncate: plain ok, sealfs EBUSY",
+        21: "op 194 truncate: plain ok, sealfs EBUSY",
+        22: "op 290 truncate: plain ok, sealfs EBUSY",
+        24: "op 165 link: plain ok, sealfs ENOENT",
+        28: "op 272 truncate: plain ok, sealfs EBUSY",
+        31: "quarantine: d2: R5: directory holding only hidden objects",
+        32: "op 202 truncate: plain ok, sealfs EBUSY",
+        35: "op 270 truncate: plain ok, sealfs EBUSY",
+        36: "fsck: d2/d0/d1/f1: a hard link's record is out of date",
+        38: "op 188 truncate: plain ok, sealfs EBUSY",
+        40: "op 225 link: plain ok, sealfs ENOENT",
+    },
+    "entry": {
+        2: "op 223 truncate: plain ok, sealfs EBUSY",
+        3: "fsck: kernels/k: d1/d1/f1 is 15079 bytes, manifest says 557 (flaky)",
+        5: "op 291 link: plain ok, sealfs ENOENT (flaky)",
+        6: "op 144 truncate: plain ok, sealfs EBUSY",
+        7: "op 85 link: plain ok, sealfs ENOENT",
+        8: "op 212 copy_range: plain ok, sealfs ENOENT",
+        9: "fsck: kernels/k: d1/d0/f2: sha256 differs from the manifest",
+        10: "op 108 link: plain ok, sealfs ENOENT",
+        11: "op 64 removexattr: plain ENODATA, sealfs ENOENT (flaky)",
+        12: "op 267 rmdir: plain ENOTEMPTY, sealfs ENOENT (flaky: 1 of 8 runs)",
+    },
+    "multi": {
+        1: "quarantine: p1/d2: R5: directory holding only hidden objects",
+        2: "quarantine: p1/d0: R5: directory holding only hidden objects (flaky)",
+        3: "errnos a plain directory never gives: EBUSY, ESTALE, EIO (flaky)",
+        4: "quarantine: s/d1: f0: is 0 bytes, manifest says 22836 bytes (flaky)",
+        5: "quarantine: p0/d0/f1/f2: f2: is 3140 bytes, manifest says 7845 bytes",
+        6: "errnos a plain directory never gives: EBUSY",
+        7: "quarantine, fsck (flaky: 3 of 8 runs)",
+        8: "errnos a plain directory never gives: EBUSY, EIO",
+    },
+    "multi-entry": {
+        1: "quarantine: kernels/k: p2/f0: is 1527 bytes, manifest says 2597 bytes",
+        2: "quarantine: kernels/k: p1/f1: is 922 bytes, manifest says 6061 bytes",
+        3: "quarantine: kernels/k: p0/f2: is 60791 bytes, manifest says 10033 bytes",
+        4: "errnos a plain directory never gives: EBUSY; quarantine: kernels/k",
+    },
+}
+# Problems no listed seed excuses.
+ALWAYS_FATAL = {"daemon", "run"}
+
+
+class FsmixOnSealfs(sm.ScenarioTestCase):
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        known = [f"{mode} {seed}" for mode, seeds in KNOWN_FAILURES.items() for seed in sorted(seeds)]
+        print(f"{len(known)} known failures: seeds " + (", ".join(known) or "none"), flush=True)
+
+    def run_mode(self, mode: str) -> None:
+        template, seeds = MODES[mode]
+        known = KNOWN_FAILURES[mode]
+        binary = sm.sealfs_binary()
+        new, still, fixed = [], [], []
+        started = time.monotonic()
+        for seed in seeds:
+            cfg = replace(template, seed=seed)
+            v = fc.check(cfg, binary)
+            if v.ok:
+                if seed in known:
+                    fixed.append(seed)
+                continue
+            excused = seed in known and not ALWAYS_FATAL & set(v.categories())
+            (still if excused else new).append(seed)
+            tag = "known" if excused else "NEW FAILURE"
+            print(f"[{mode}] seed {seed} fails ({tag}): {v.symptom()}\n    {v.summary()[:400]}\n"
+                  f"    reproduce: {cfg.reproduce()}", flush=True)
+        print(f"[{mode}] {len(seeds)} seeds in {time.monotonic() - started:.0f}s: "
+              f"{len(new)} new failure(s) {new}, {len(still)} known still failing, "
+              f"{len(fixed)} known now passing {fixed}"
+              + (" (remove them from KNOWN_FAILURES once they pass every run)" if fixed else ""),
+              flush=True)
+        self.assertEqual(new, [], f"[{mode}] seeds outside KNOWN_FAILURES failed (reproduce lines above)")
+
+    def test_single_process_vs_plain(self) -> None:
+        self.run_mode("single")
+
+    def test_inside_a_published_entry_vs_plain(self) -> None:
+        self.run_mode("entry")
+
+    def test_multi_process(self) -> None:
+        self.run_mode("multi")
+
+    def test_multi_process_inside_an_entry(self) -> None:
+        self.run_mode("multi-entry")
+
+
+if __name__ == "__main__":
+    sm.require_environment(tools=["fusermount3"])
+    unittest.main(verbosity=2)
