@@ -91,18 +91,24 @@ def append(p: str, n: int, salt: int) -> None:
 
 
 def mmap_write(p: str, off: int, n: int, salt: int) -> Optional[str]:
-    """In a forked child: a store past the end of a file that another
-    process (or the file system) shrank is SIGBUS, an outcome like an errno."""
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            code = 100 if _mmap_write(p, off, n, salt) else 0
-        except OSError as e:
-            code = e.errno or 99
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
+    """The store runs in a forked child: one past the end of a file that
+    another process shrank is SIGBUS, an outcome like an errno. This process
+    opens and closes the file, so a child's death is never a writer's death
+    (R4 would rightly abandon the file)."""
+    fd = os.open(p, os.O_RDWR)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                code = 100 if _mmap_write(fd, off, n, salt) else 0
+            except OSError as e:
+                code = e.errno or 99
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
     if os.WIFSIGNALED(status):
         return signal.Signals(os.WTERMSIG(status)).name
     code = os.WEXITSTATUS(status)
@@ -113,19 +119,15 @@ def mmap_write(p: str, off: int, n: int, salt: int) -> Optional[str]:
     return None
 
 
-def _mmap_write(p: str, off: int, n: int, salt: int) -> bool:
-    fd = os.open(p, os.O_RDWR)
-    try:
-        size = os.fstat(fd).st_size
-        if size == 0:
-            return True
-        off %= size
-        n = min(n, size - off)
-        with mmap.mmap(fd, size) as m:
-            m[off:off + n] = data(n, salt)
-            m.flush()
-    finally:
-        os.close(fd)
+def _mmap_write(fd: int, off: int, n: int, salt: int) -> bool:
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return True
+    off %= size
+    n = min(n, size - off)
+    with mmap.mmap(fd, size) as m:
+        m[off:off + n] = data(n, salt)
+        m.flush()
     return False
 
 

@@ -282,9 +282,12 @@ def _judge_mount(cfg: Config, binary: str, lists: list[list[fsmix.Op]], backing:
             if expected is not None:
                 _compare_single(lists[0], expected, outcomes[0], first, v)
             else:
-                odd = sorted({o for out in outcomes for o in out} & NEVER_ON_PLAIN)
+                odd = [f"p{k} op {i} {lists[k][i].python()}: {o}" for k, out in enumerate(outcomes)
+                       for i, o in enumerate(out) if o in NEVER_ON_PLAIN]
                 if odd:
-                    v.add("errno", f"errnos a plain directory never gives: {odd}")
+                    names = sorted({line.rsplit(": ", 1)[1] for line in odd})
+                    v.add("errno", f"errnos a plain directory never gives: {names}\n"
+                          + "\n".join(odd[:8]))
             m.unmount()
             log = m.log_text()
     except sm.MountError as e:
