@@ -40,14 +40,17 @@ MODES = {
     "multi-entry": (fc.Config(0, 200, "tilelang", entry=True, procs=3), range(1, 5)),
 }
 
-# Seeds that failed on main (23af38d) in 3 to 8 runs of this test, with the first problem each showed ("op N kind: plain X, sealfs Y" is
-# the first outcome that differed). Shrunk, they are: a truncate or link
+# Seeds that failed on main (23af38d) in 3 to 8 runs of this test, with the
+# first problem each showed ("op N kind: plain X, sealfs Y" is the first
+# outcome that differed). Shrunk, they are: a truncate or link
 # through one hard link after another name in another directory is gone
 # (EBUSY, ENOENT, a stale manifest); a change inside an entry nested in an
 # entry (the outer manifest goes stale, the whole outer entry is hidden); a
 # rename onto an empty directory entry that quarantines it ("R5: directory
-# holding only hidden objects"). "(flaky)": it passed in some runs (seals
-# run after RELEASE, so timing matters); multi-process seeds all are.
+# holding only hidden objects"); with several processes also EBUSY from
+# truncate, EIO and ESTALE from a splice or copy_file_range racing a write
+# through another name. "(flaky)": it passed in some runs (seals run after
+# RELEASE, so timing matters); multi-process seeds all are.
 # Remove a seed once it passes; never add one to make a new failure pass.
 # A daemon that crashes or a run that hangs fails the test even for a seed
 # listed here.
