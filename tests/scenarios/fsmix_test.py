@@ -10,7 +10,9 @@ Modes (seeds, operations each; 2 to 3 minutes on 2 busy cores in all):
            amends an entry, and directory renames make entries inside it);
   multi    generic profile, 8 seeds, 3 processes × 200 operations each in a
            subtree of its own and one shared subtree;
-  multi-entry  tilelang, 4 seeds, the same inside a published entry.
+  multi-entry  tilelang, 4 seeds, the same inside a published entry;
+  direct   only with FSMIX_DIRECT=1: generic, 10 seeds × 300 with O_DIRECT
+           writes in the mix (sealfs answers them EINVAL today).
 Every mode also requires: nothing in B/.sealfs/quarantine, `sealfs fsck B`
 clean after the unmount, and a fresh mount of B showing the same tree (a
 file hidden at the next mount is data lost). See fsmix_check.py.
@@ -25,6 +27,7 @@ shrink` with the same options finds the fewest operations that still fail.
 
 from __future__ import annotations
 
+import os
 import time
 import unittest
 from dataclasses import replace
@@ -38,6 +41,8 @@ MODES = {
     "entry": (fc.Config(0, 300, "tilelang", entry=True), range(1, 13)),
     "multi": (fc.Config(0, 200, "generic", procs=3), range(1, 9)),
     "multi-entry": (fc.Config(0, 200, "tilelang", entry=True, procs=3), range(1, 5)),
+    # O_DIRECT writes too; only with FSMIX_DIRECT=1 until sealfs accepts them.
+    "direct": (fc.Config(0, 300, "generic", direct=True), range(1, 11)),
 }
 
 # Seeds that failed on main (23af38d) in 3 to 8 runs of this test, with the
@@ -98,6 +103,7 @@ KNOWN_FAILURES: dict[str, dict[int, str]] = {
         7: "quarantine, fsck (flaky: 3 of 8 runs)",
         8: "errnos a plain directory never gives: EBUSY, EIO",
     },
+    "direct": {},
     "multi-entry": {
         1: "quarantine: kernels/k: p2/f0: is 1527 bytes, manifest says 2597 bytes",
         2: "quarantine: kernels/k: p1/f1: is 922 bytes, manifest says 6061 bytes",
@@ -152,6 +158,10 @@ class FsmixOnSealfs(sm.ScenarioTestCase):
 
     def test_multi_process_inside_an_entry(self) -> None:
         self.run_mode("multi-entry")
+
+    @unittest.skipUnless(os.environ.get("FSMIX_DIRECT") == "1", "O_DIRECT mode: set FSMIX_DIRECT=1")
+    def test_direct_writes_vs_plain(self) -> None:
+        self.run_mode("direct")
 
 
 if __name__ == "__main__":
