@@ -8,7 +8,8 @@ xfstests' fsstress), standard library only.
 `run` performs the operations in DIR and prints one JSON line per process:
 {"proc": k, "outcomes": ["ok", "ENOENT", …]}, every operation's outcome in
 order ("ok", "ok:<digest>" for a read, an errno name, "nofd" for an fd-slot
-operation on an empty slot, "empty" for an mmap of an empty file). `print`
+operation on an empty slot, "empty" for an mmap of an empty file, a signal
+name such as SIGBUS for an mmap store that died of it). `print`
 writes the operations as a Python script that replays them (the shrunk
 reproductions of fsmix_check.py are printed the same way).
 
@@ -16,9 +17,12 @@ The operations are a pure function of the seed: each one is drawn before any
 is run and none depends on an earlier outcome, so the first K operations of
 a seed are the same whatever N is, and any subset of them is a valid run
 (which is how a failure is shrunk). Names come from a small pool (d0..d2
-directories, f0..f3 files, at most two levels deep) so that operations
-collide: renames onto existing names, links across directories, unlinks of
-names another operation still holds open.
+directories, f0..f3 files, created at most three levels deep; renames nest
+them deeper) so that operations collide: renames onto existing names, links
+across directories, unlinks of names another operation holds open.
+Symlinks are made in links/, a container no other operation touches: inside
+a directory entry sealfs refuses them by design (a name the profile hashes
+must be a regular file; generic hashes every name).
 
 --procs P: P processes with seeds derived from the seed; process k works in
 p<k>/ three times out of four and in the shared s/ otherwise.
