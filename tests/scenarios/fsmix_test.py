@@ -139,7 +139,9 @@ class FsmixOnSealfs(sm.ScenarioTestCase):
             (still if excused else new).append(seed)
             tag = "known" if excused else "NEW FAILURE"
             print(f"[{mode}] seed {seed} fails ({tag}): {v.symptom()}\n    {v.summary()[:400]}\n"
-                  f"    reproduce: {cfg.reproduce()}", flush=True)
+                  f"    reproduce: {cfg.reproduce()}"
+                  + ("" if cfg.procs else
+                     f"\n    shrink:    {cfg.reproduce().replace(' check ', ' shrink ')}"), flush=True)
         print(f"[{mode}] {len(seeds)} seeds in {time.monotonic() - started:.0f}s: "
               f"{len(new)} new failure(s) {new}, {len(still)} known still failing, "
               f"{len(fixed)} known now passing {fixed}"
