@@ -335,7 +335,8 @@ def _compare_single(ops: list[fsmix.Op], expected: tuple, got: list[str], tree: 
 def shrink(cfg: Config, binary: str, budget_s: float = 600,
            log: Callable[[str], None] = print) -> tuple[list[fsmix.Op], Verdict]:
     """The fewest operations (a subset, in order) whose run still shows the
-    first problem's category. Single process only."""
+    same first problem category (a silent tree difference stays silent).
+    Single process only."""
     ops = fsmix.generate(cfg.seed, cfg.ops, 0, cfg.direct, cfg.entry)[0]
     base = check(cfg, binary, [ops])
     if base.ok:
@@ -347,7 +348,7 @@ def shrink(cfg: Config, binary: str, budget_s: float = 600,
     def fails(subset: list[fsmix.Op]) -> bool:
         nonlocal best
         v = check(cfg, binary, [subset], only=want)
-        hit = want in v.categories()
+        hit = v.categories()[:1] == [want]  # the same first symptom, not just any
         if hit and len(subset) < len(best[0]):
             best = (subset, v)
         return hit
