@@ -24,6 +24,7 @@
 
 #include <sys/stat.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -78,7 +79,9 @@ auto with_room(Store::Impl& s, Op&& op) -> decltype(op()) {
 }
 // The seal of a file closed through M (Store::seal), with_room; one that
 // still fails for want of space is kept visible and sealed later (space.hpp).
-Status seal_with_room(Store::Impl& s, const DirContext& ctx, const Placed& placed);
+// record, same_as: as Records::seal_at's sealed and same_as.
+Status seal_with_room(Store::Impl& s, const DirContext& ctx, const Placed& placed,
+                      std::optional<FileRecord>* record = nullptr, const FileRecord* same_as = nullptr);
 // Seals that wait for space, tried again (one thread at a time).
 void retry_pending_seals(Store::Impl& s);
 

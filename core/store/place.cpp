@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -36,9 +37,42 @@ Locator::Locator(int root_fd, std::string root_path, const struct stat& root_st,
 
 // The kernel names an object by the name it was opened through; once that
 // name is unlinked, /proc reads "<path> (deleted)" (fd_path: ESTALE), although
-// a hard-linked file still has other names. One in the same directory (the
-// usual `ln f g; rm f`) is found by its inode number; elsewhere, none is.
-Result<std::string> Locator::other_name_of(int fd) const {
+// a hard-linked file still has other names, in any directory (R4: a file is
+// an inode, not a name). They are found by what the adapter saw (known
+// names, the caller's hint) and, for names nobody saw through the mount, in
+// the directory of the unlinked name by inode number.
+Result<std::string> Locator::another_name(int fd, PlaceHint hint) const {
+  auto st = stat_fd(fd);
+  if (!st) return st.error();
+  if (!S_ISREG(st->st_mode) || st->st_nlink == 0) return make_error(ESTALE, "object was deleted");
+  if (auto known = known_rels(*st); !known.empty()) return std::move(known.front());
+  if (hint.dir_fd >= 0)
+    if (auto rel = rel_if_same(hint.dir_fd, hint.name, *st)) return std::move(*rel);
+  return other_name_of(fd, *st);
+}
+
+std::optional<std::string> Locator::rel_if_same(int dir_fd, std::string_view name,
+                                                const struct stat& st) const {
+  if (!is_valid_name(name) || is_reserved_name(name)) return std::nullopt;
+  auto now = stat_at(dir_fd, name);
+  if (!now || !same_object(*now, st)) return std::nullopt;
+  auto parent = rel_of(dir_fd);
+  if (!parent) return std::nullopt;
+  return join_rel(*parent, name);
+}
+
+std::vector<std::string> Locator::known_rels(const struct stat& st) const {
+  std::vector<std::string> rels;
+  if (!names_ || !directory_of_) return rels;
+  for (const auto& n : names_->names_of(ObjectId::of(st))) {
+    auto dir = directory_of_(n.dir);
+    if (!dir || !dir->valid()) continue;
+    if (auto rel = rel_if_same(dir->get(), n.name, st)) rels.push_back(std::move(*rel));
+  }
+  return rels;
+}
+
+Result<std::string> Locator::other_name_of(int fd, const struct stat& st) const {
   constexpr std::string_view kDeleted = " (deleted)";
   std::string path(PATH_MAX + 1, '\0');
   const std::string link = "/proc/self/fd/" + std::to_string(fd);
@@ -47,9 +81,7 @@ Result<std::string> Locator::other_name_of(int fd) const {
   if (static_cast<std::size_t>(n) >= path.size()) return make_error(ENAMETOOLONG, "path of fd too long");
   path.resize(static_cast<std::size_t>(n));
   const Error stale = make_error(ESTALE, "object was deleted: " + path);
-  auto st = stat_fd(fd);
-  if (!st) return st.error();
-  if (!S_ISREG(st->st_mode) || st->st_nlink == 0 || !path.ends_with(kDeleted)) return stale;
+  if (!path.ends_with(kDeleted)) return stale;
   path.resize(path.size() - kDeleted.size());
   auto rel = rel_below(root_path_, path);
   if (!rel) return stale;
@@ -59,18 +91,38 @@ Result<std::string> Locator::other_name_of(int fd) const {
   auto children = read_dir(parent->get());
   if (!children) return children.error();
   for (const auto& c : *children) {
-    if (c.ino != st->st_ino || is_reserved_name(c.name)) continue;
-    if (auto now = stat_at(parent->get(), c.name); now && same_object(*now, *st))
+    if (c.ino != st.st_ino || is_reserved_name(c.name)) continue;
+    if (auto now = stat_at(parent->get(), c.name); now && same_object(*now, st))
       return join_rel(parent_rel, c.name);
   }
   return stale;
+}
+
+std::vector<std::pair<Placed, DirContext>> Locator::other_places(const struct stat& st,
+                                                                 std::string_view except) const {
+  std::vector<std::pair<Placed, DirContext>> out;
+  if (!S_ISREG(st.st_mode) || st.st_nlink < 2) return out;
+  std::vector<std::string> seen{std::string(except)};
+  for (auto& rel : known_rels(st)) {
+    if (std::find(seen.begin(), seen.end(), rel) != seen.end()) continue;
+    seen.push_back(rel);
+    auto [parent_rel, name] = split_parent(rel);
+    auto parent = open_beneath(root_fd_, parent_rel, O_PATH | O_DIRECTORY);
+    if (!parent) continue;
+    auto now = stat_at(parent->get(), name);
+    if (!now || !same_object(*now, st)) continue;
+    auto ctx = context_of(parent->get());
+    if (!ctx) continue;
+    out.emplace_back(Placed{std::move(*parent), std::move(name), std::move(rel), *now}, std::move(*ctx));
+  }
+  return out;
 }
 
 Result<std::string> Locator::rel_of(int fd, PlaceHint hint) const {
   auto rel = [&]() -> Result<std::string> {
     auto path = fd_path(fd);
     if (path) return rel_below(root_path_, *path);
-    if (path.code() == ESTALE) return other_name_of(fd);
+    if (path.code() == ESTALE) return another_name(fd, hint);
     if (path.code() != ENAMETOOLONG) return path.error();
     return rel_beyond_path_max(fd, hint);
   }();

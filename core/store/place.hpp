@@ -8,12 +8,17 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "core/base/result.hpp"
 #include "core/base/unique_fd.hpp"
+#include "core/layout/known_names.hpp"
 #include "core/manifest/profile.hpp"
 #include "core/store/dir_context.hpp"
 #include "core/store/store.hpp"
@@ -36,11 +41,26 @@ class Locator {
   // root_path: its path, as /proc names it. profile must outlive it.
   Locator(int root_fd, std::string root_path, const struct stat& root_st, const Profile& profile,
           std::chrono::nanoseconds context_ttl, std::size_t max_contexts = 1024);
+  // R4, a file is an inode: the names the adapter saw hard-linked files by,
+  // and its directories' descriptors by identity (StoreOptions). Unset: a
+  // file whose /proc name was unlinked is looked for by the hint and in its
+  // directory only.
+  void set_known_names(std::shared_ptr<const KnownNames> names,
+                       std::function<std::shared_ptr<const UniqueFd>(ObjectId)> directory_of) {
+    names_ = std::move(names);
+    directory_of_ = std::move(directory_of);
+  }
 
   // fd's path below the root, from /proc; beyond PATH_MAX by climbing (a
   // directory) or from hint (a file); for a file whose name /proc gives was
-  // unlinked, another of its names in that directory. ENOENT inside B/.sealfs.
+  // unlinked, another live name of it (another_name). ENOENT inside B/.sealfs.
   Result<std::string> rel_of(int fd, PlaceHint hint = {}) const;
+  // Every place of the regular file st other than `except` (a path below
+  // the root) that its known names lead to now, each checked to be the same
+  // object, with its directory's context: where a change made through one
+  // name must be recorded too. Errors leave a place out.
+  std::vector<std::pair<Placed, DirContext>> other_places(const struct stat& st,
+                                                          std::string_view except) const;
   Result<DirContext> context_of(int dir_fd) const;
   // Opens the parent directory of the object behind path_fd and gives its
   // name there; ESTALE when deleted, ENOENT when no longer below the root or
@@ -60,9 +80,15 @@ class Locator {
 
  private:
   Result<std::string> rel_beyond_path_max(int fd, PlaceHint hint) const;
-  // For a file whose name /proc gives was unlinked: another of its names in
-  // that directory, or ESTALE.
-  Result<std::string> other_name_of(int fd) const;
+  // For a file whose name /proc gives was unlinked: another live name of
+  // it (known names, then the hint, then its old directory), or ESTALE.
+  Result<std::string> another_name(int fd, PlaceHint hint) const;
+  // name in the directory dir_fd, as a path below the root, if it is the object st.
+  std::optional<std::string> rel_if_same(int dir_fd, std::string_view name, const struct stat& st) const;
+  // The known names of st that hold it now, as paths below the root.
+  std::vector<std::string> known_rels(const struct stat& st) const;
+  // Another of its names in the directory its /proc path names, or ESTALE.
+  Result<std::string> other_name_of(int fd, const struct stat& st) const;
   // The walk context_of does from the root along ctx.rel; the directory reached.
   Result<UniqueFd> walk_context(DirContext& ctx) const;
   // place() through a stored context of the parent, when one still holds it.
@@ -74,6 +100,8 @@ class Locator {
   struct stat root_st_ {};
   const Profile& profile_;
   mutable DirContextCache contexts_;
+  std::shared_ptr<const KnownNames> names_;
+  std::function<std::shared_ptr<const UniqueFd>(ObjectId)> directory_of_;
 };
 
 // Where the manifest of an entry is. rel: the entry directory's path below

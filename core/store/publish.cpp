@@ -266,6 +266,9 @@ Status Publisher::amend_dir(const Move& m, int src_fd) {
   // Its own manifest, if it had one, would now shadow the entry's records
   // for its files (nearest manifest wins); both agree, so order is free.
   ::unlinkat(src_fd, std::string(kDirManifest).c_str(), 0);
+  // Entries below it stay their own units (records_for_tree left them out):
+  // with keys, they are signed again for where they are now.
+  (void)s_.records.move_signatures(src_fd, m.sctx.child_rel(m.sn), m.dst_rel());
   return sync_parents(m.sd, m.dd);
 }
 

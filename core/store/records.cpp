@@ -73,7 +73,11 @@ bool is_at_or_below(std::string_view path, std::string_view key) {
 }
 
 // Every regular file and symlink below dir_fd, as paths relative to it,
-// leaving out reserved names (manifests, sidecars) and special files.
+// leaving out reserved names (manifests, sidecars), special files and what
+// lies in a directory below that holds a manifest of its own: an entry
+// inside an entry is its own unit (R4: a change inside it never invalidates
+// the outer one), which the outer manifest does not list, and which the
+// outer entry's checks never look into.
 Status collect_files(int dir_fd, const std::string& prefix, int depth, std::vector<std::string>& out) {
   if (depth > kMaxTreeDepth) return make_error(ELOOP, "tree too deep to publish");
   auto children = read_dir(dir_fd);
@@ -88,6 +92,7 @@ Status collect_files(int dir_fd, const std::string& prefix, int depth, std::vect
     } else if (S_ISDIR(st->st_mode)) {
       auto sub = open_beneath(dir_fd, c.name, O_PATH | O_DIRECTORY);
       if (!sub) return sub.error();
+      if (auto inner = stat_at(sub->get(), kDirManifest); inner && S_ISREG(inner->st_mode)) continue;
       Status s = collect_files(sub->get(), key, depth + 1, out);
       if (!s) return s;
     }
@@ -433,7 +438,8 @@ Status Records::list_record(const EntryRoot& entry, std::string_view key, const 
 }
 
 Status Records::seal_at(const DirContext& ctx, int dir_fd, std::string_view name, bool sync_data,
-                        const LinkRecords* links) const {
+                        const LinkRecords* links, std::optional<FileRecord>* sealed,
+                        const FileRecord* same_as) const {
   const std::string rel = ctx.child_rel(name);
   if (profile_.is_volatile(rel)) return {};
   RecordOptions how;
@@ -445,6 +451,9 @@ Status Records::seal_at(const DirContext& ctx, int dir_fd, std::string_view name
   Manifest extras;
   auto rec = make_record(dir_fd, name, how, &extras);
   if (!rec) return rec.error();
+  if (same_as != nullptr &&
+      (rec->symlink || rec->size != same_as->size || (rec->sha256 && rec->sha256 != same_as->sha256)))
+    return make_error(EAGAIN, rel + ": changed since its other name was sealed");
   if (auto crash = policy_.step(seal_steps::kDigested)) return *crash;
   if (links != nullptr && !rec->symlink) {
     // Before this name's record: a crash in between leaves this name stale
@@ -460,6 +469,7 @@ Status Records::seal_at(const DirContext& ctx, int dir_fd, std::string_view name
     if (Status s = write_sidecar(dir_fd, ctx.rel, name, *rec, std::nullopt, &extras); !s) return s;
     if (Status s = policy_.sync_directory(dir_fd); !s) return s;
   }
+  if (sealed != nullptr) *sealed = *rec;
   if (auto crash = policy_.step(seal_steps::kManifestWritten)) return *crash;
   return {};
 }

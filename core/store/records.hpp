@@ -117,8 +117,13 @@ class Records {
   // links: where set, the inode's record is noted first (links.hpp), so
   // that the other names of a hard-linked file follow this one.
   // Crash points: digested, manifest_written (seal_steps).
+  // sealed: where set, the record written. same_as: where set, another
+  // name's record just sealed; this name is recorded only if it holds that
+  // very content (size, and digest where both have one), else EAGAIN and
+  // nothing is written: it changed since, which is not ours to vouch for.
   Status seal_at(const DirContext& ctx, int dir_fd, std::string_view name, bool sync_data,
-                 const LinkRecords* links = nullptr) const;
+                 const LinkRecords* links = nullptr, std::optional<FileRecord>* sealed = nullptr,
+                 const FileRecord* same_as = nullptr) const;
 
  private:
   Result<FileRecord> symlink_record(int dir_fd, std::string_view name, const RecordOptions& how) const;

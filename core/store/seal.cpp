@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <utility>
@@ -56,9 +57,23 @@ Status StorePublishing::seal(int path_fd, PlaceHint hint) {
   if (!closed) return closed.error();
   if (!*closed) return {};
   auto& [placed, ctx] = **closed;
-  Status sealed = seal_with_room(s, ctx, placed);
+  std::optional<FileRecord> record;  // none when it waits for space
+  Status sealed = seal_with_room(s, ctx, placed, &record);
   if (!sealed) return sealed;
   s.metrics.seals.fetch_add(1, std::memory_order_relaxed);
+  // R4, a file is an inode: every manifest that lists another of its names
+  // (in another directory, another entry) is amended as well, with the
+  // content just sealed (the digest cache makes that no second hash). A name
+  // left out here is brought up to date from the inode's record when judged.
+  if (!record) return {};
+  for (auto& [other, other_ctx] : s.places.other_places(placed.st, placed.rel)) {
+    if (other_ctx.is_volatile || s.profile.is_volatile(other.rel)) continue;
+    Status also = seal_with_room(s, other_ctx, other, nullptr, &*record);
+    if (!also)
+      std::fprintf(stderr,
+                   "sealfs: %s, another name of %s, not amended now (%s): judged again at its lookup\n",
+                   other.rel.c_str(), placed.rel.c_str(), also.error().message.c_str());
+  }
   return {};
 }
 

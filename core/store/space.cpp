@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,9 +50,11 @@ std::vector<PendingSeals::Item> PendingSeals::items() const {
   return out;
 }
 
-Status seal_with_room(Store::Impl& s, const DirContext& ctx, const Placed& placed) {
-  Status sealed =
-      with_room(s, [&] { return s.records.seal_at(ctx, placed.parent.get(), placed.name, false, &s.links); });
+Status seal_with_room(Store::Impl& s, const DirContext& ctx, const Placed& placed,
+                      std::optional<FileRecord>* record, const FileRecord* same_as) {
+  Status sealed = with_room(s, [&] {
+    return s.records.seal_at(ctx, placed.parent.get(), placed.name, false, &s.links, record, same_as);
+  });
   if (sealed) {
     s.pending.erase(placed.st.st_dev, placed.st.st_ino);
     retry_pending_seals(s);

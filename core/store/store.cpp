@@ -213,6 +213,7 @@ StoreState::StoreState(UniqueFd root, std::string root_path, const struct stat& 
       links(root_fd.get(), root_st.st_dev, policy, verifier, records, options.keys.get()),
       judge(profile, entries, policy, links, metrics),
       consequences(root_fd.get(), judge, places, entries, quarantine, options.on_invalidate) {
+  places.set_known_names(options.known_names, options.directory_of);
   entries.set_max_hashed_size(profile.max_file_size);
   entries.set_in_progress([this](const struct stat& st) { return policy.in_progress(st); });
   entries.set_keys(options.keys);

@@ -23,6 +23,7 @@
 #include "core/base/metrics.hpp"
 #include "core/base/result.hpp"
 #include "core/base/unique_fd.hpp"
+#include "core/layout/known_names.hpp"
 #include "core/layout/names.hpp"
 #include "core/manifest/keys.hpp"
 #include "core/manifest/manifest.hpp"
@@ -131,6 +132,12 @@ struct StoreOptions {
   std::shared_ptr<const KeyRing> keys;
   // R4: true while (dev, ino) is open for writing through the mount.
   std::function<bool(dev_t, ino_t)> in_progress;
+  // R4, a file is an inode: the names the daemon saw each hard-linked file
+  // by (fed by the adapter), and the descriptor of a directory it holds,
+  // by identity (null or empty: none). The store finds a file whose name it
+  // held was unlinked by another of these names, each checked first.
+  std::shared_ptr<const KnownNames> known_names;
+  std::function<std::shared_ptr<const UniqueFd>(ObjectId)> directory_of;
   // Called (from any thread, never under a store lock) when cached kernel
   // state about an object must go. The daemon queues these; it must not
   // block or call back into the store.

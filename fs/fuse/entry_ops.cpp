@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>  // RENAME_EXCHANGE
 #include <ctime>
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -246,8 +247,10 @@ void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     auto gate = fs.writers.hold({removed});
     const Status s = fs.store->unlink(dfd->get(), name);
     // Another name of the object (a hard link) is where it is opened again.
-    if (s)
+    if (s) {
       if (InodeRef inode = fs.inodes.find(removed.first, removed.second)) inode->unseen_at(*dir, name);
+      fs.inodes.names()->removed(ObjectId{dir->dev, dir->ino}, name);
+    }
     fuse_reply_err(req, s.code());
   });
 }
@@ -285,6 +288,11 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
       if (auto inode = fs.inodes.find(moved.first, moved.second)) inode->seen_at(*dst, newname);
       if ((flags & RENAME_EXCHANGE) != 0)
         if (auto inode = fs.inodes.find(swapped.first, swapped.second)) inode->seen_at(*src, name);
+      fs.inodes.names()->renamed(ObjectId{moved.first, moved.second}, ObjectId{src->dev, src->ino}, name,
+                                 ObjectId{dst->dev, dst->ino}, newname,
+                                 (flags & RENAME_EXCHANGE) != 0
+                                     ? std::optional<ObjectId>(ObjectId{swapped.first, swapped.second})
+                                     : std::nullopt);
     }
     fuse_reply_err(req, renamed.code());
   });

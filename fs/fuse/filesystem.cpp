@@ -39,6 +39,12 @@ void Filesystem::attach_hooks(StoreOptions& options) {
     reaper.post(*id);
     return false;
   };
+  options.known_names = inodes.names();
+  options.directory_of = [this](ObjectId id) -> std::shared_ptr<const UniqueFd> {
+    const InodeRef dir = inodes.find(id.dev, id.ino);
+    if (!dir || !dir->directory) return nullptr;
+    return dir->path_fd();
+  };
   options.on_invalidate = [this](const Invalidation& event) {
     // The parent's listing at once, before the reply to the request that
     // noticed the change: a caller that lists next must not be served the

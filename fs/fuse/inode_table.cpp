@@ -121,6 +121,27 @@ void Inode::unseen_at(const Inode& dir, std::string_view name) {
   }
 }
 
+std::vector<KnownNames::Name> Inode::places() const {
+  std::vector<KnownNames::Name> out;
+  std::lock_guard lock(mu_);
+  for (const Place* p : {static_cast<const Place*>(other_place_.get()), &place_}) {
+    if (p == nullptr || p->parent == 0) continue;
+    if (auto dir = p->dir.lock()) out.push_back(KnownNames::Name{ObjectId{dir->dev, dir->ino}, p->name});
+  }
+  return out;
+}
+
+void InodeTable::named(Inode& obj, const Inode& dir, std::string_view name, nlink_t nlink) {
+  obj.seen_at(dir, name);
+  if (obj.directory) return;
+  const ObjectId id{obj.dev, obj.ino};
+  // A second link seen now: the names this inode was seen by before count too.
+  if (nlink >= 2)
+    for (const auto& p : obj.places()) names_->seen(id, nlink, p.dir, p.name);
+  else
+    names_->seen(id, nlink, ObjectId{dir.dev, dir.ino}, name);
+}
+
 bool Inode::detach() {
   std::lock_guard lock(mu_);
   if (!fd_ || place_.dir.expired() || fd_.use_count() != 1) return false;
@@ -177,6 +198,7 @@ bool InodeTable::forget(fuse_ino_t id, std::uint64_t nlookup) {
   slot.nlookup = nlookup >= slot.nlookup ? 0 : slot.nlookup - nlookup;
   if (slot.nlookup == 0) {
     by_key_.erase({slot.inode->dev, slot.inode->ino});
+    if (!slot.inode->directory) names_->forget(ObjectId{slot.inode->dev, slot.inode->ino});
     if (!slot.inode->directory) --files_;
     sweepable_.erase(id);
     by_id_.erase(it);

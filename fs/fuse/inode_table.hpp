@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/base/unique_fd.hpp"
+#include "core/layout/known_names.hpp"
 #include "core/store/store.hpp"
 
 namespace sealfs::fuse {
@@ -124,6 +125,9 @@ class Inode : public std::enable_shared_from_this<Inode> {
   // The name (dir, name) was removed through the mount: the inode is known
   // by its other name, if it was seen under one, from now on.
   void unseen_at(const Inode& dir, std::string_view name);
+  // The names kept above whose directory the table still holds, oldest
+  // first: the directory's identity and the name.
+  std::vector<KnownNames::Name> places() const;
   // A copy: the caller's hint stays valid however the inode is seen meanwhile.
   SeenAt last_seen() const;
   // The name only (no descriptor opened): parent 0 when never seen.
@@ -195,6 +199,15 @@ class InodeTable {
   // forget says true.
   bool forget(fuse_ino_t id, std::uint64_t nlookup);
 
+  // R4, a file is an inode: obj was found as name in dir (lookup, create,
+  // link, readdirplus); a file with nlink links. Inode::seen_at, and the
+  // store's registry of names (names()) learns it.
+  void named(Inode& obj, const Inode& dir, std::string_view name, nlink_t nlink);
+  // The names of hard-linked files seen through the mount (known_names.hpp),
+  // shared with the store (StoreOptions::known_names). A file's names go when
+  // the kernel forgets it.
+  const std::shared_ptr<KnownNames>& names() const { return names_; }
+
   InodeRef get(fuse_ino_t id) const;           // nullptr when unknown
   std::uint64_t lookups(fuse_ino_t id) const;  // the kernel's lookup count (0: unknown)
   InodeRef find(dev_t dev, ino_t ino) const;   // nullptr when not looked up
@@ -228,6 +241,7 @@ class InodeTable {
   // the next cold() and comes back through attach_log_.
   std::map<fuse_ino_t, InodeRef> sweepable_;
   std::shared_ptr<AttachLog> attach_log_ = std::make_shared<AttachLog>();
+  std::shared_ptr<KnownNames> names_ = std::make_shared<KnownNames>();
 };
 
 }  // namespace sealfs::fuse

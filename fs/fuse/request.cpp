@@ -48,7 +48,7 @@ fuse_entry_param remember(Filesystem& fs, Found&& found, const Inode& dir, std::
   const double timeout = timeout_for(fs, found.kind, found.st.st_mode);
   InodeRef inode = fs.inodes.remember(std::move(found));
   drop_pages_if_changed(fs, *inode, e.attr);
-  inode->seen_at(dir, name);
+  fs.inodes.named(*inode, dir, name, e.attr.st_nlink);
   if (fs.evictor.over()) fs.evictor.wake();
   e.ino = inode->id;
   e.generation = 0;  // ids are never reused within a mount

@@ -9,9 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <memory>
 #include <string>
 
 #include "core/base/unique_fd.hpp"
+#include "core/layout/known_names.hpp"
 #include "core/layout/paths.hpp"
 #include "core/store/dir_context.hpp"
 #include "core/store/impl.hpp"
@@ -65,6 +67,53 @@ TEST_F(LocatorTest, AFileWhoseNameWasUnlinkedIsFoundByItsOtherName) {
   auto gone = places().rel_of(fd.get());
   ASSERT_FALSE(gone.ok());
   EXPECT_EQ(gone.code(), ESTALE);
+}
+
+// R4, a file is an inode: the name held may be unlinked while the file's
+// other names are in other directories, which only the known names lead to.
+TEST_F(LocatorTest, AFileWhoseNameWasUnlinkedIsFoundByAKnownNameInAnotherDirectory) {
+  make_dirs(B("c/other"));
+  UniqueFd fd = path_fd("c/e/a.bin");
+  ASSERT_EQ(::link(B("c/e/a.bin").c_str(), B("c/other/g").c_str()), 0);
+  ASSERT_EQ(::unlink(B("c/e/a.bin").c_str()), 0);
+  auto lost = places().rel_of(fd.get());
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(lost.code(), ESTALE);  // the old directory holds no other name
+
+  UniqueFd other = dir("c/other");
+  struct stat dst {
+  }, fst{};
+  ASSERT_EQ(::fstat(other.get(), &dst), 0);
+  ASSERT_EQ(::fstat(fd.get(), &fst), 0);
+  auto names = std::make_shared<KnownNames>();
+  names->seen(ObjectId::of(fst), 2, ObjectId{1, 12345}, "stale");  // a directory not held: skipped
+  names->seen(ObjectId::of(fst), 2, ObjectId::of(dst), "wrong");   // not this object there: skipped
+  names->seen(ObjectId::of(fst), 2, ObjectId::of(dst), "g");
+  parts().places.set_known_names(names, [&](ObjectId id) -> std::shared_ptr<const UniqueFd> {
+    if (!(id == ObjectId::of(dst))) return nullptr;
+    return std::make_shared<const UniqueFd>(::open(B("c/other").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  });
+  write_file(B("c/other/wrong"), "not it");
+  EXPECT_EQ(rel(fd.get()), "c/other/g");
+
+  // Every other place is given with its context, for a seal to amend.
+  ASSERT_EQ(::link(B("c/other/g").c_str(), B("c/e/back").c_str()), 0);
+  names->seen(ObjectId::of(fst), 3, ObjectId::of(dst), "g");
+  auto e = dir("c/e");
+  struct stat est {};
+  ASSERT_EQ(::fstat(e.get(), &est), 0);
+  names->seen(ObjectId::of(fst), 3, ObjectId::of(est), "back");
+  parts().places.set_known_names(names, [&](ObjectId id) -> std::shared_ptr<const UniqueFd> {
+    const char* rel = id == ObjectId::of(dst) ? "c/other" : id == ObjectId::of(est) ? "c/e" : nullptr;
+    if (rel == nullptr) return nullptr;
+    return std::make_shared<const UniqueFd>(::open(B(rel).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  });
+  ASSERT_EQ(::fstat(fd.get(), &fst), 0);
+  auto others = places().other_places(fst, "c/other/g");
+  ASSERT_EQ(others.size(), 1u);
+  EXPECT_EQ(others[0].first.rel, "c/e/back");
+  ASSERT_TRUE(others[0].second.entry.has_value());
+  EXPECT_EQ(others[0].second.entry->rel, "c/e");
 }
 
 TEST_F(LocatorTest, EachDirectorysContextSaysWhatItIsToTheRules) {

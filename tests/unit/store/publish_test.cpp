@@ -216,6 +216,36 @@ TEST_F(PublishTest, RenameIntoAnEntryAmendsItsManifest) {
   EXPECT_EQ(read_visible("c/d/x"), "x");
 }
 
+// An entry inside an entry is its own unit: a directory moved into an entry
+// is amended into it without what lies in an entry below it, and a change
+// inside the inner entry leaves the outer one valid.
+TEST_F(PublishTest, AnEntryMovedIntoAnEntryWithinADirectoryStaysItsOwnUnit) {
+  UniqueFd root = dir("");
+  ASSERT_TRUE(store().mkdir(root.get(), "box", 0755).ok());
+  stage("tmp/n", {{"f", "hello"}});
+  ASSERT_TRUE(rename("tmp/n", "box/n").ok());  // an entry inside the container box
+  write_file(B("box/plain"), "plain");         // foreign: not listed anywhere
+  stage("tmp/k", {{"a", "a"}});
+  ASSERT_TRUE(rename("tmp/k", "c/k").ok());
+  ASSERT_TRUE(rename("box", "c/k/box").ok());  // box, holding the entry n, moves into the entry k
+  Manifest outer = manifest_of("c/k");
+  EXPECT_EQ(outer.files.count("box/n/f"), 0u);
+  EXPECT_EQ(outer.files.count("box/plain"), 1u);
+  EXPECT_EQ(manifest_of("c/k/box/n").files.at("f").size, 5u);
+  // Changed inside the inner entry (as a seal would record it): the outer stays.
+  write_file(B("c/k/box/n/f"), "hello, more");
+  UniqueFd f(::open(B("c/k/box/n/f").c_str(), O_PATH | O_CLOEXEC));
+  ASSERT_TRUE(store().seal(f.get()).ok());
+  EXPECT_EQ(manifest_of("c/k/box/n").files.at("f").size, 11u);
+  EXPECT_EQ(read_visible("c/k/box/n/f"), "hello, more");
+  EXPECT_EQ(read_visible("c/k/a"), "a");
+  EXPECT_TRUE(visible("c/k"));
+  UniqueFd q = dir(".sealfs/quarantine");
+  auto quarantined = read_dir(q.get());
+  ASSERT_TRUE(quarantined.ok());
+  EXPECT_TRUE(quarantined->empty());
+}
+
 TEST_F(PublishTest, LinkPublishesLeavingTheSourceInPlace) {
   write_file(B("tmp/obj"), "linked");
   auto src = lookup("tmp/obj");
