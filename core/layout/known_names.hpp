@@ -40,7 +40,9 @@ struct ObjectId {
   ino_t ino = 0;
   static ObjectId of(const struct stat& st) { return ObjectId{st.st_dev, st.st_ino}; }
   friend bool operator==(const ObjectId&, const ObjectId&) = default;
-  friend auto operator<=>(const ObjectId&, const ObjectId&) = default;
+  friend bool operator<(const ObjectId& a, const ObjectId& b) {
+    return a.dev != b.dev ? a.dev < b.dev : a.ino < b.ino;
+  }
 };
 
 class KnownNames {

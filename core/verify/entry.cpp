@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -342,6 +343,26 @@ bool EntryVerifier::still_holds(const EntryLocation& where, const EntryVerdict& 
   return true;
 }
 
+namespace {
+
+// A directory between the entry and the listed path holds a manifest of its
+// own: an entry inside the entry, its own unit, which the outer entry does
+// not judge (a manifest written before that rule may still list its files).
+bool below_inner_entry(const EntryLocation& where, const std::string& path) {
+  if (where.file_entry) return false;
+  std::string dir;
+  const auto parts = split_rel(path);
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    dir = join_rel(dir, parts[i]);
+    auto sub = open_beneath(where.base_fd, dir, O_PATH | O_DIRECTORY);
+    if (!sub) return false;
+    if (auto m = stat_at(sub->get(), kDirManifest); m && S_ISREG(m->st_mode)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool EntryVerifier::listed_file_in_progress(int base_fd, const std::string& path) const {
   if (!in_progress_) return false;
   auto [parent_rel, leaf] = split_parent(path);
@@ -419,6 +440,7 @@ bool EntryVerifier::check_listed_files(const EntryLocation& where, const Manifes
         v.amending = true;  // written through M right now: its seal decides (R4)
         continue;
       }
+      if (!s && below_inner_entry(where, path)) continue;  // the inner entry's to judge
       if (!s) {
         v.reason = s.error().message;
         v.cause = defect;

@@ -77,6 +77,44 @@ TEST_F(InodeNames, InsideAPublishedDirectoryEntryTheWholeEntryStays) {
   EXPECT_EQ(quarantined(), std::vector<std::string>{}) << mount_->log();
 }
 
+// Programs nobody here wrote that make hard links across directories.
+TEST_F(InodeNames, RsyncHardLinksAcrossDirectoriesThenAWriteThroughEachName) {
+  if (sh("command -v rsync >/dev/null && echo yes") != "yes\n") GTEST_SKIP() << "rsync is not installed";
+  const std::string src = mount_->backing() + "/../src";
+  ASSERT_EQ(run_process({"/bin/sh", "-c",
+                         "mkdir -p '" + src + "/x' '" + src + "/y' && echo one > '" + src + "/x/a' && ln '" +
+                             src + "/x/a' '" + src + "/y/b' && ln '" + src + "/x/a' '" + src + "/c'"})
+                .status,
+            0);
+  EXPECT_EQ(sh("rsync -aH '" + src + "/' dst/ && stat -c %h dst/x/a"), "3\n");
+  // The name the daemon last saw (a link of the moment, as git makes) goes,
+  // then a truncate through a name in another directory.
+  EXPECT_EQ(sh("rm dst/c && cat dst/y/b >/dev/null && ln dst/x/a dst/t && rm dst/t && "
+               "python3 -c 'import os; os.truncate(\"dst/y/b\", 2)' && cat dst/x/a dst/y/b"),
+            "onon");
+  EXPECT_EQ(sh("echo two >> dst/y/b && echo three >> dst/x/a && sleep 1.5 && cat dst/y/b"), "ontwo\nthree\n");
+  // Again over what it made: rsync puts the links back.
+  EXPECT_EQ(sh("rsync -aH --delete '" + src + "/' dst/ && cat dst/x/a dst/y/b dst/c"), "one\none\none\n");
+  EXPECT_EQ(quarantined(), std::vector<std::string>{}) << mount_->log();
+}
+
+TEST_F(InodeNames, GitCloneLocalHardLinksObjectsAndGcUnlinksTheOriginals) {
+  if (sh("command -v git >/dev/null && echo yes") != "yes\n") GTEST_SKIP() << "git is not installed";
+  const std::string git =
+      "GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t git";
+  EXPECT_EQ(sh(git + " init -q repo && cd repo && for i in 1 2 3; do echo $i > f$i && " + git +
+               " add f$i && " + git + " commit -qm c$i; done && echo ok"),
+            "ok\n");
+  EXPECT_EQ(sh(git + " clone -q --local repo clone && find clone/.git/objects -type f -links +1 | wc -l"),
+            "9\n");
+  EXPECT_EQ(
+      sh("cd clone && echo 4 > f4 && " + git + " add f4 && " + git + " commit -qm c4 && cd ../repo && " +
+         git + " gc -q --prune=now && " + git + " fsck --strict && cd ../clone && " + git +
+         " fsck --strict && " + git + " log --oneline | wc -l"),
+      "4\n");
+  EXPECT_EQ(quarantined(), std::vector<std::string>{}) << mount_->log();
+}
+
 // The outer manifest does not list what lies in an entry inside it: the
 // inner entry is its own unit, amended alone.
 TEST_F(InodeNames, AnEntryInsideAnEntryIsItsOwnUnit) {

@@ -79,6 +79,33 @@ TEST_F(EntryTest, ManifestChangeInvalidatesTheCachedVerdict) {
   EXPECT_NE(v->reason.find("sha256"), std::string::npos) << v->reason;
 }
 
+// An entry inside the entry is its own unit: what the outer manifest says of
+// files below it (a manifest written before that rule) is not the outer
+// entry's to judge, while a change elsewhere still is.
+TEST_F(EntryTest, WhatLiesInAnEntryInsideTheEntryIsNotJudgedByTheOuterOne) {
+  make_dirs(path("c/n"));
+  put("c/n/f", "hello");
+  put("top", "top");
+  Manifest outer;
+  outer.files["c/n/f"] = hashed("hello");
+  outer.files["top"] = hashed("top");
+  seal(outer);
+  put("c/n/f", "hello, more");  // amended into n's manifest only
+  Manifest inner;
+  inner.files["f"] = hashed("hello, more");
+  UniqueFd n(::open(path("c/n").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(n);
+  // Without n's manifest, c/n is part of e, and e fails.
+  EXPECT_FALSE(entries_.check(where(), VerifyDepth::fresh)->valid);
+  ASSERT_TRUE(write_manifest_atomic(n.get(), kDirManifest, inner, false).ok());
+  auto v = entries_.check(where(), VerifyDepth::fresh);
+  EXPECT_TRUE(v->valid) << v->reason;
+  put("top", "TOP");
+  v = entries_.check(where(), VerifyDepth::fresh);
+  EXPECT_FALSE(v->valid);
+  EXPECT_NE(v->reason.find("top"), std::string::npos) << v->reason;
+}
+
 TEST_F(EntryTest, SizesAreComparedBeforeAnyHashing) {
   put("big", std::string(1 << 20, 'b'));
   put("small", "s");
