@@ -62,9 +62,11 @@ Status StorePublishing::seal(int path_fd, PlaceHint hint) {
   if (!sealed) return sealed;
   s.metrics.seals.fetch_add(1, std::memory_order_relaxed);
   // R4, a file is an inode: every manifest that lists another of its names
-  // (in another directory, another entry) is amended as well, with the
-  // content just sealed (the digest cache makes that no second hash). A name
-  // left out here is brought up to date from the inode's record when judged.
+  // (in another directory, another entry) is amended as well, by that
+  // name's own rules and only with the content just sealed (checked again:
+  // a file written a moment ago is too recent for the digest cache, so a
+  // hard-linked file costs a hash per name). A name left out here is brought
+  // up to date from the inode's record when judged.
   if (!record) return {};
   for (auto& [other, other_ctx] : s.places.other_places(placed.st, placed.rel)) {
     if (other_ctx.is_volatile || s.profile.is_volatile(other.rel)) continue;
