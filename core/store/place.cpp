@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/base/result.hpp"
+#include "core/layout/known_names.hpp"
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"
 #include "core/manifest/profile.hpp"

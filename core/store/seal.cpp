@@ -23,6 +23,7 @@
 #include "core/base/result.hpp"
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"
+#include "core/manifest/manifest.hpp"
 #include "core/store/dir_context.hpp"
 #include "core/store/impl.hpp"
 #include "core/store/place.hpp"

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/base/result.hpp"
+#include "core/layout/known_names.hpp"
 #include "core/store/store.hpp"
 #include "fs/fuse/file_handles.hpp"
 #include "fs/fuse/handlers.hpp"

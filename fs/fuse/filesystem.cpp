@@ -6,11 +6,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <thread>
 
 #include "core/base/metrics.hpp"
 #include "core/base/unique_fd.hpp"
+#include "core/layout/known_names.hpp"
 #include "core/store/store.hpp"
 #include "fs/fuse/descriptors.hpp"
 #include "fs/fuse/inode_table.hpp"

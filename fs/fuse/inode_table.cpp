@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/base/unique_fd.hpp"
+#include "core/layout/known_names.hpp"
 #include "core/layout/paths.hpp"
 #include "core/store/store.hpp"
 
