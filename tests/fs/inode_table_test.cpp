@@ -202,6 +202,26 @@ TEST_F(InodeTableTest, AnObjectWhoseLastSeenNameIsRemovedIsOpenedByItsOtherName)
   EXPECT_EQ(a->last_name().name, "object");
 }
 
+// R4, a file is an inode: the table hands the store's registry of names
+// (KnownNames) each name a hard-linked file is seen by, the names it was
+// seen by before its second link, and forgets them with the inode.
+TEST_F(InodeTableTest, NamedHandsEveryNameOfAHardLinkedFileToTheRegistry) {
+  InodeRef root = table_.get(FUSE_ROOT_ID);
+  InodeRef a = table_.remember(found_for(dir_ / "a", ObjectKind::sealed_file));
+  table_.named(*a, *root, "a", 1);
+  EXPECT_EQ(table_.names()->objects(), 0u);  // one link: nothing kept
+  ASSERT_EQ(::link((dir_ / "a").c_str(), (dir_ / "g").c_str()), 0);
+  table_.named(*a, *root, "g", 2);  // the LINK's reply
+  const ObjectId id{a->dev, a->ino};
+  auto names = table_.names()->names_of(id);
+  ASSERT_EQ(names.size(), 2u);
+  EXPECT_EQ(names[0].name, "g");
+  EXPECT_EQ(names[1].name, "a");  // seen before the second link
+  EXPECT_EQ(names[1].dir, (ObjectId{root->dev, root->ino}));
+  table_.forget(a->id, 1);
+  EXPECT_TRUE(table_.names()->names_of(id).empty());
+}
+
 // cold(): what no request used since the last call, oldest first, only
 // inodes seen under a name (the kernel is asked to forget them by it).
 TEST_F(InodeTableTest, ColdListsInodesUnusedSinceTheLastLook) {
