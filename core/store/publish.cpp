@@ -18,6 +18,8 @@
 //     which is harmless (it was the writer's own staging dir).
 //   4 dst hidden → quarantine it                   [dst_cleared]
 //     crash here: dst was invisible before and is absent now → old state.
+//     dst an empty directory (an empty entry) → its manifest removed; crash
+//     here: dst is an empty directory still, as visible as before.
 //   5 renameat2(src, dst): the manifest moves with the directory atomically
 //                                                  [renamed]
 //     crash after: dst is the complete entry; before: old state.
@@ -67,6 +69,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -75,6 +78,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "core/base/hide_reason.hpp"
 #include "core/base/result.hpp"
@@ -153,6 +157,12 @@ class Publisher {
   Status publish_file(const Move& m);
 
  private:
+  struct Holds {
+    bool visible = false;          // lookup would show something: not empty (R6)
+    bool hidden = false;           // foreign, unlisted or damaged things (R5)
+    std::vector<std::string> own;  // sealfs's own files only: its manifest, sidecars
+  };
+  Result<Holds> holds(int dir_fd);
   Result<bool> has_visible_children(int dir_fd);
   Status refuse_existing(const Move& m);
   Result<Judgement> clear_destination(const Move& m, bool* exchange = nullptr);
@@ -169,22 +179,42 @@ class Publisher {
   Store::Impl& s_;
 };
 
-// True when dir_fd holds anything lookup would show.
-Result<bool> Publisher::has_visible_children(int dir_fd) {
+// What dir_fd holds, as lookup and R5 see it; stops at the first visible
+// child. A manifest or sidecar is sealfs's own bookkeeping, no hidden object:
+// a directory holding nothing else is empty, as an rmdir would find it.
+Result<Publisher::Holds> Publisher::holds(int dir_fd) {
   auto ctx = s_.places.context_of(dir_fd);
   if (!ctx) return ctx.error();
-  Result<bool> visible = false;
+  Holds h;
+  Status failed;
   Status listed =
-      s_.judge.each_child(*ctx, dir_fd, nullptr, [&](const DirChild&, const Result<Judgement>* j) {
-        if (j == nullptr) return true;
-        if (!*j)
-          visible = (*j).error();
-        else if ((*j)->verdict == Verdict::visible)
-          visible = true;
-        return visible.ok() && !*visible;
+      s_.judge.each_child(*ctx, dir_fd, nullptr, [&](const DirChild& c, const Result<Judgement>* j) {
+        if (j != nullptr && !*j) {
+          failed = (*j).error();
+        } else if (j != nullptr && (*j)->verdict == Verdict::visible) {
+          h.visible = true;
+        } else if (j == nullptr) {
+          const bool bookkeeping = c.name == kDirManifest || c.name.starts_with(kSidecarPrefix);
+          auto st = stat_at(dir_fd, c.name);
+          if (bookkeeping && st && S_ISREG(st->st_mode))
+            h.own.push_back(c.name);
+          else if (st || st.code() != ENOENT)
+            h.hidden = true;  // another reserved name, or one that cannot be told apart
+        } else if ((*j)->verdict != Verdict::absent) {
+          h.hidden = true;
+        }
+        return failed.ok() && !h.visible;
       });
   if (!listed) return listed.error();
-  return visible;
+  if (!failed) return failed.error();
+  return h;
+}
+
+// True when dir_fd holds anything lookup would show.
+Result<bool> Publisher::has_visible_children(int dir_fd) {
+  auto h = holds(dir_fd);
+  if (!h) return h.error();
+  return h->visible;
 }
 
 // RENAME_NOREPLACE refused before the source is hashed: a stat-only look at
@@ -215,16 +245,28 @@ Result<Judgement> Publisher::clear_destination(const Move& m, bool* exchange) {
   if (!dst_dir) return dj;
   auto sub = found_at(m.dd, dn, dj->kind, &dj->st);
   if (!sub) return sub.error();
-  auto visible = has_visible_children(sub->fd.get());
-  if (!visible) return visible.error();
-  if (*visible) return make_error(ENOTEMPTY, std::string(dn) + " is not empty");
-  auto backing = read_dir(sub->fd.get());
-  if (backing && !backing->empty() && exchange != nullptr) {
+  auto h = holds(sub->fd.get());
+  if (!h) return h.error();
+  if (h->visible) return make_error(ENOTEMPTY, std::string(dn) + " is not empty");
+  if (!h->hidden) {
+    // Empty (an empty entry holds only its manifest): replaced as on a plain
+    // directory, no damage and no quarantine. Its bookkeeping goes first, the
+    // manifest last, so that the rename finds an empty directory; a crash in
+    // between leaves an empty directory, visible as before.
+    std::stable_partition(h->own.begin(), h->own.end(),
+                          [](const std::string& n) { return n != kDirManifest; });
+    for (const auto& own : h->own)
+      if (::unlinkat(sub->fd.get(), own.c_str(), 0) != 0 && errno != ENOENT)
+        return errno_error("unlink " + m.dst_rel() + "/" + own);
+    if (!h->own.empty()) s_.entries.forget(dj->st.st_dev, dj->st.st_ino);
+    return dj;
+  }
+  if (exchange != nullptr) {
     // Only hidden leftovers: they must not block the publish (R5). The
     // caller swaps src in atomically (RENAME_EXCHANGE) and quarantines
     // the old directory from src's place, so no crash shows neither.
     *exchange = true;
-  } else if (backing && !backing->empty()) {
+  } else {
     s_.consequences.quarantine_object(m.dd, dn, dj->st, m.dst_rel(), HideReason::only_hidden,
                                       "R5: directory holding only hidden objects");
     return Judgement{};
