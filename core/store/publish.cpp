@@ -163,7 +163,6 @@ class Publisher {
     std::vector<std::string> own;  // sealfs's own files only: its manifest, sidecars
   };
   Result<Holds> holds(int dir_fd);
-  Result<bool> has_visible_children(int dir_fd);
   Status refuse_existing(const Move& m);
   Result<Judgement> clear_destination(const Move& m, bool* exchange = nullptr);
   Status rename_into_place(const Move& m, bool& exchange, const struct stat& dst_st);
@@ -208,13 +207,6 @@ Result<Publisher::Holds> Publisher::holds(int dir_fd) {
   if (!listed) return listed.error();
   if (!failed) return failed.error();
   return h;
-}
-
-// True when dir_fd holds anything lookup would show.
-Result<bool> Publisher::has_visible_children(int dir_fd) {
-  auto h = holds(dir_fd);
-  if (!h) return h.error();
-  return h->visible;
 }
 
 // RENAME_NOREPLACE refused before the source is hashed: a stat-only look at
@@ -339,9 +331,9 @@ Status Publisher::publish_dir(const Move& m) {
   } else if (m.sj.kind == ObjectKind::container) {
     // A container holding entries moves as a container: its entries keep
     // their own manifests. One holding nothing sealed is published as an entry.
-    auto visible = has_visible_children(src->fd.get());
-    if (!visible) return visible.error();
-    seal = !*visible;
+    auto h = holds(src->fd.get());
+    if (!h) return h.error();
+    seal = !h->visible;
   }
   if (seal) {
     auto records = s_.records.records_for_tree(src->fd.get(), "", m.dst_rel());
