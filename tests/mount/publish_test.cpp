@@ -285,6 +285,13 @@ TEST_F(ReplaceEmptyEntry, HiddenFilesInItGoToQuarantineAndDoNotBlock) {
   EXPECT_EQ(std::count_if(q.begin(), q.end(), [](const std::string& f) { return f.ends_with("/foreign"); }),
             1)
       << mount_->log();
+  // Said as R5 (hidden objects moved out of a name's way), not as damage.
+  const auto reason =
+      std::find_if(q.begin(), q.end(), [](const std::string& f) { return f.ends_with("/reason.json"); });
+  ASSERT_NE(reason, q.end());
+  EXPECT_NE(
+      read_file(b(".sealfs/quarantine/" + *reason)).value_or("").find("R5: directory holding only hidden"),
+      std::string::npos);
 }
 
 }  // namespace
