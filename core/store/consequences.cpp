@@ -34,12 +34,32 @@ Result<Judgement> Consequences::judge_visible(const DirContext& ctx, int dir_fd,
   return j;
 }
 
+Result<Judgement> Consequences::judge_removal(const DirContext& ctx, int dir_fd, std::string_view name,
+                                              pid_t remover) {
+  if (ctx.entry) removals_.note(ctx.entry->st, remover);
+  auto j = judge_.judge_settled(ctx, dir_fd, name, VerifyDepth::cached);
+  if (!j) return j;
+  if (j->verdict == Verdict::absent) return make_error(ENOENT, std::string(name) + ": absent");
+  const bool damaged = !j->transient && (j->verdict == Verdict::invalid_self ||
+                                         (j->verdict == Verdict::invalid_entry && ctx.entry));
+  if (j->verdict != Verdict::visible && !damaged) return make_error(ENOENT, std::string(name) + ": hidden");
+  return j;
+}
+
+bool Consequences::shown_to_remover(const DirContext& ctx, const Judgement& j, pid_t caller) const {
+  if (j.transient) return false;
+  if (j.verdict == Verdict::invalid_self) return removals_.recent_by(j.st, caller);
+  return j.verdict == Verdict::invalid_entry && ctx.entry && removals_.recent_by(ctx.entry->st, caller);
+}
+
 void Consequences::act_on_invalid(const DirContext& ctx, int dir_fd, std::string_view name,
                                   const Judgement& j) {
   if (j.transient) return;  // it changed while judged: nothing to blame it for
-  if (j.verdict == Verdict::invalid_self)
+  // A removal in flight moves the entry itself (Store::rmdir); moved now,
+  // the remover's next unlink or its rmdir would fail (removals.hpp).
+  if (j.verdict == Verdict::invalid_self && !removals_.recent(j.st))
     quarantine_object(dir_fd, name, j.st, ctx.child_rel(name), j.cause, j.reason, j.companions);
-  else if (j.verdict == Verdict::invalid_entry && ctx.entry)
+  else if (j.verdict == Verdict::invalid_entry && ctx.entry && !removals_.recent(ctx.entry->st))
     quarantine_entry_root(*ctx.entry, j.cause, j.reason);
 }
 
@@ -71,7 +91,7 @@ Result<Judgement> Consequences::clear_hidden(const DirContext& ctx, int dir_fd, 
   return j;
 }
 
-void Consequences::quarantine_object(int parent_fd, std::string_view name, const struct stat& st,
+bool Consequences::quarantine_object(int parent_fd, std::string_view name, const struct stat& st,
                                      std::string rel, HideReason cause, std::string reason,
                                      std::vector<std::string> companions) {
   Quarantine::Request req;
@@ -87,12 +107,14 @@ void Consequences::quarantine_object(int parent_fd, std::string_view name, const
   if (!moved) {
     std::fprintf(stderr, "sealfs: cannot quarantine %s: %s\n", req.rel.c_str(),
                  moved.error().message.c_str());
-    return;
+    return false;
   }
-  if (!*moved) return;  // replaced meanwhile: not the object we judged
+  if (!*moved) return false;  // replaced meanwhile: not the object we judged
   if (S_ISDIR(st.st_mode)) places_.contexts().moved();
   entries_.forget(st.st_dev, st.st_ino);
+  removals_.forget(st);
   invalidate(parent_fd, name, st);
+  return true;
 }
 
 void Consequences::quarantine_entry_root(const EntryRoot& entry, HideReason cause, std::string reason) {

@@ -20,6 +20,7 @@
 #include "core/store/judge.hpp"
 #include "core/store/place.hpp"
 #include "core/store/quarantine.hpp"
+#include "core/store/removals.hpp"
 #include "core/store/store.hpp"
 #include "core/verify/entry.hpp"
 
@@ -41,8 +42,22 @@ class Consequences {
   // judge_settled() for an operation on an existing, visible object: ENOENT
   // when it is absent or hidden (after acting on an invalid one, as lookup does).
   Result<Judgement> judge_visible(const DirContext& ctx, int dir_fd, std::string_view name);
+  // judge_settled() for an unlink or rmdir through M by `remover` (a pid, 0
+  // when unknown), R5. First notes a removal in flight in ctx's entry, so
+  // that the entry's quarantine waits for it and the remover keeps finding
+  // its names (removals.hpp). A name hidden by damage (invalid_self, or
+  // invalid_entry inside an entry; not transient) comes back as judged, for
+  // the removal to deal with; an absent or otherwise hidden one is ENOENT.
+  Result<Judgement> judge_removal(const DirContext& ctx, int dir_fd, std::string_view name, pid_t remover);
+  // Whether j, a verdict on a name in ctx's directory, hides it only for
+  // damage in an entry that `caller` is removing: then a lookup by the
+  // caller finds it still (never cached), so that its removal goes on.
+  bool shown_to_remover(const DirContext& ctx, const Judgement& j, pid_t caller) const;
+  // The directory `st` was removed through M: a removal noted in it is over.
+  void removed(const struct stat& st) { removals_.forget(st); }
   // Lookup-time consequences of a judgement: quarantine an invalid entry
-  // (unless the verdict is transient: nothing to blame it for).
+  // (unless the verdict is transient: nothing to blame it for, or a removal
+  // through M is in flight in it: it stays hidden in place meanwhile).
   void act_on_invalid(const DirContext& ctx, int dir_fd, std::string_view name, const Judgement& j);
   // R5: when name holds a hidden object, quarantine it. Returns the judgement
   // of what the name holds afterwards (absent or visible); ENOENT when the
@@ -50,7 +65,9 @@ class Consequences {
   Result<Judgement> clear_hidden(const DirContext& ctx, int dir_fd, std::string_view name);
 
   // Quarantines dir_fd/name if it still is `st`, then tells on_invalidate.
-  void quarantine_object(int parent_fd, std::string_view name, const struct stat& st, std::string rel,
+  // True when it was moved (false: gone or replaced meanwhile, or the move
+  // failed, which is logged).
+  bool quarantine_object(int parent_fd, std::string_view name, const struct stat& st, std::string rel,
                          HideReason cause, std::string reason, std::vector<std::string> companions = {});
   void quarantine_entry_root(const EntryRoot& entry, HideReason cause, std::string reason);
   // Tells on_invalidate that parent_fd/name (st) is no longer what the
@@ -90,6 +107,7 @@ class Consequences {
   EntryVerifier& entries_;
   Quarantine& quarantine_;
   const std::function<void(const Invalidation&)>& on_invalidate_;
+  RemovalsInFlight removals_;
 };
 
 }  // namespace sealfs

@@ -27,21 +27,39 @@
 namespace sealfs {
 namespace {
 
-// For unlink/rmdir: the name checked, its directory's context, and the
-// judgement of the visible object under it (ENOENT when hidden or absent).
+// A name's directory context and the judgement of what is under it.
 struct Target {
   DirContext ctx;
   Judgement judgement;
 };
 
-Result<Target> visible_target(Store::Impl& s, int dir_fd, std::string_view name) {
+// For unlink/rmdir: the name checked, its directory's context, and the
+// judgement of the object under it: visible, or hidden by damage
+// (Consequences::judge_removal); ENOENT when absent or otherwise hidden.
+Result<Target> removal_target(Store::Impl& s, int dir_fd, std::string_view name, pid_t remover) {
   if (Status ok = check_name(name); !ok) return ok.error();
   if (is_reserved_name(name)) return make_error(ENOENT, std::string(name) + ": hidden");
   auto ctx = s.places.context_of(dir_fd);
   if (!ctx) return ctx.error();
-  auto j = s.consequences.judge_visible(*ctx, dir_fd, name);
+  auto j = s.consequences.judge_removal(*ctx, dir_fd, name, remover);
   if (!j) return j.error();
   return Target{std::move(*ctx), std::move(*j)};
+}
+
+// R5 for a removal of a name that damage hides. The caller saw it (the
+// kernel sends UNLINK and RMDIR only for a name it looked up), and it is
+// gone from M already. Inside an invalid entry: nothing to do, the entry
+// keeps it and goes into the quarantine whole, at its own rmdir or at a
+// later judgement. An invalid entry itself (a damaged file entry, or the
+// root of a directory entry whose removal got this far): moved into the
+// quarantine now, as the evidence, instead of being deleted.
+Status remove_damaged(Store::Impl& s, int dir_fd, std::string_view name, const Target& t) {
+  const Judgement& j = t.judgement;
+  if (j.verdict == Verdict::invalid_entry) return {};
+  if (!s.consequences.quarantine_object(dir_fd, name, j.st, t.ctx.child_rel(name), j.cause, j.reason,
+                                        j.companions))
+    return make_error(ENOENT, std::string(name) + ": gone while being removed");
+  return {};
 }
 
 // For create/mkdir/symlink/mknod: the new name checked (R7), the directory's
@@ -163,14 +181,15 @@ Result<Found> StoreNamespace::mknod(int dir_fd, std::string_view name, mode_t mo
   return found_at(dir_fd, name, ctx->entry ? ObjectKind::file_in_entry : ObjectKind::sealed_file);
 }
 
-Status StoreNamespace::unlink(int dir_fd, std::string_view name) {
+Status StoreNamespace::unlink(int dir_fd, std::string_view name, pid_t caller) {
   Impl& s = *impl_;
   DeferredInvalidations held(s.consequences);
-  auto target = visible_target(s, dir_fd, name);
+  auto target = removal_target(s, dir_fd, name, caller);
   if (!target) return target.error();
   const DirContext* ctx = &target->ctx;
   const Judgement* j = &target->judgement;
   if (S_ISDIR(j->st.st_mode)) return make_error(EISDIR, std::string(name) + " is a directory");
+  if (j->verdict != Verdict::visible) return remove_damaged(s, dir_fd, name, *target);
   const std::string n(name);
   if (j->kind == ObjectKind::file_in_entry || (ctx->entry && j->kind == ObjectKind::in_progress)) {
     // Inside an entry the manifest goes first: a crash in between leaves an
@@ -194,15 +213,16 @@ Status StoreNamespace::unlink(int dir_fd, std::string_view name) {
   return {};
 }
 
-Status StoreNamespace::rmdir(int dir_fd, std::string_view name) {
+Status StoreNamespace::rmdir(int dir_fd, std::string_view name, pid_t caller) {
   Impl& s = *impl_;
   // Even a failed rmdir may have removed the directory's manifest (R5).
   DirMoveGuard dir_moves(s.places.contexts(), true);
-  auto target = visible_target(s, dir_fd, name);
+  auto target = removal_target(s, dir_fd, name, caller);
   if (!target) return target.error();
   const DirContext* ctx = &target->ctx;
   const Judgement* j = &target->judgement;
   if (!S_ISDIR(j->st.st_mode)) return make_error(ENOTDIR, std::string(name) + " is not a directory");
+  if (j->verdict != Verdict::visible) return remove_damaged(s, dir_fd, name, *target);
   auto child = found_at(dir_fd, name, j->kind, &j->st);
   if (!child) return child.error();
   if (j->kind != ObjectKind::volatile_obj) {
@@ -235,6 +255,7 @@ Status StoreNamespace::rmdir(int dir_fd, std::string_view name) {
   if (::unlinkat(dir_fd, std::string(name).c_str(), AT_REMOVEDIR) != 0)
     return errno_error("rmdir " + ctx->child_rel(name));
   s.entries.forget(j->st.st_dev, j->st.st_ino);
+  s.consequences.removed(j->st);
   retry_pending_seals(s);  // space came back: seals waiting for it
   return {};
 }

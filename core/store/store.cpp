@@ -66,7 +66,8 @@ void count_hit(Store::Impl& s, ObjectKind kind) {
 }
 
 // Store::lookup and Store::lookup_verified, at the given verification depth.
-Result<Found> lookup_at(Store::Impl& s, int dir_fd, std::string_view name, VerifyDepth depth) {
+Result<Found> lookup_at(Store::Impl& s, int dir_fd, std::string_view name, VerifyDepth depth,
+                        pid_t caller = 0) {
   s.metrics.lookups.fetch_add(1, std::memory_order_relaxed);
   if (Status ok = check_name(name); !ok) return ok.error();
   if (is_reserved_name(name)) {
@@ -97,6 +98,11 @@ Result<Found> lookup_at(Store::Impl& s, int dir_fd, std::string_view name, Verif
       }
       count_hit(s, j->kind);
       return found;
+    }
+    // The process removing this entry still finds what the damage hides,
+    // so that its removal ends as on a plain directory (removals.hpp).
+    if (s.consequences.shown_to_remover(*ctx, *j, caller)) {
+      if (auto found = found_at(dir_fd, name, ObjectKind::being_removed, &j->st)) return found;
     }
     s.consequences.act_on_invalid(*ctx, dir_fd, name, *j);
     s.metrics.count_hidden(j->cause);
@@ -284,8 +290,8 @@ Result<Found> StoreReading::root() {
   return f;
 }
 
-Result<Found> StoreReading::lookup(int dir_fd, std::string_view name) {
-  return lookup_at(*impl_, dir_fd, name, VerifyDepth::cached);
+Result<Found> StoreReading::lookup(int dir_fd, std::string_view name, pid_t caller) {
+  return lookup_at(*impl_, dir_fd, name, VerifyDepth::cached, caller);
 }
 
 Result<Found> StoreReading::lookup_verified(int dir_fd, std::string_view name) {

@@ -48,6 +48,7 @@ enum class ObjectKind {
   in_progress,    // regular file open for writing through M (R4)
   volatile_obj,   // anything in a volatile area: plain passthrough
   special,        // FIFO, socket or device node: shown as it is, never sealed (R10)
+  being_removed,  // hidden by damage, found only by the process removing its entry (R5), never cached
 };
 // A file whose content a manifest vouches for: on its own (a file entry) or
 // listed in a directory entry's manifest. The one test of it.
@@ -194,8 +195,10 @@ class StoreReading : protected StoreFace {
  public:
   // ---- Visibility (R2, R3, R4, R7) -------------------------------------
   // ENOENT when the child is absent or hidden. May hash and may quarantine
-  // an invalid entry (R2) before answering ENOENT.
-  Result<Found> lookup(int dir_fd, std::string_view name);
+  // an invalid entry (R2) before answering ENOENT. caller: the asking
+  // process (0: unknown), which finds the names of an entry it is removing
+  // even when damage hides them (ObjectKind::being_removed, removals.hpp).
+  Result<Found> lookup(int dir_fd, std::string_view name, pid_t caller = 0);
   // lookup that never hashes (readdirplus, R8): EAGAIN when answering would
   // need a verification that is not cached and fresh.
   Result<Found> lookup_verified(int dir_fd, std::string_view name);
@@ -247,8 +250,13 @@ class StoreNamespace : protected StoreFace {
   Result<Found> mknod(int dir_fd, std::string_view name, mode_t mode, dev_t rdev);
 
   // ---- Removal ----------------------------------------------------------
-  Status unlink(int dir_fd, std::string_view name);  // inside an entry: manifest first
-  Status rmdir(int dir_fd, std::string_view name);   // hidden/reserved leftovers removed (R5)
+  // Inside an entry: manifest first. caller: the removing process (0:
+  // unknown). A name that damage hides is gone from M already: unlink
+  // succeeds and leaves it to its entry's quarantine (R5, removals.hpp).
+  Status unlink(int dir_fd, std::string_view name, pid_t caller = 0);
+  // Hidden/reserved leftovers removed (R5); an entry root that damage hides
+  // is moved into the quarantine, and the rmdir succeeds.
+  Status rmdir(int dir_fd, std::string_view name, pid_t caller = 0);
 
  protected:
   using StoreFace::StoreFace;

@@ -107,10 +107,12 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
     fs.make_room();  // a lookup needs one descriptor, which the headroom has
-    auto found = fs.store->lookup(dir->path_fd()->get(), name);
+    // The caller: a process removing an entry finds its names (R5).
+    const pid_t caller = fuse_req_ctx(req)->pid;
+    auto found = fs.store->lookup(dir->path_fd()->get(), name, caller);
     // Out of descriptors for a moment: no answer about the name (issue 24).
     if (!found && (found.code() == EMFILE || found.code() == ENFILE) && fs.make_room())
-      found = fs.store->lookup(dir->path_fd()->get(), name);
+      found = fs.store->lookup(dir->path_fd()->get(), name, caller);
     if (!found) return reply_error(req, found.error());
     const ObjectKind kind = found->kind;
     const struct stat st = found->st;
@@ -246,7 +248,7 @@ void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     auto unparked = unpark_object(fs, removed.first, removed.second);
     if (!unparked) return reply_error(req, unparked.error());
     auto gate = fs.writers.hold({removed});
-    const Status s = fs.store->unlink(dfd->get(), name);
+    const Status s = fs.store->unlink(dfd->get(), name, fuse_req_ctx(req)->pid);
     // Another name of the object (a hard link) is where it is opened again.
     if (s) {
       if (InodeRef inode = fs.inodes.find(removed.first, removed.second)) inode->unseen_at(*dir, name);
@@ -260,7 +262,7 @@ void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   guarded(req, [&] {
     InodeRef dir = inode_or_reply(req, parent);
     if (!dir) return;
-    fuse_reply_err(req, fs_of(req).store->rmdir(dir->path_fd()->get(), name).code());
+    fuse_reply_err(req, fs_of(req).store->rmdir(dir->path_fd()->get(), name, fuse_req_ctx(req)->pid).code());
   });
 }
 

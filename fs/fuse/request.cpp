@@ -24,13 +24,15 @@ namespace sealfs::fuse {
 // kernel's own copy, and changes behind it are seen after cache_timeout (R9)
 // as anywhere else. (Uncached, every path through tmp/ or a staging directory
 // cost a LOOKUP and GETATTRs: a TileLang save 1.83x -> 1.41x of plain+fsync.)
-// In progress files (sealed at their last close) and special objects: none.
+// In progress files (sealed at their last close), special objects and what
+// only its remover finds (ObjectKind::being_removed): none.
 double timeout_for(const Filesystem& fs, ObjectKind kind, mode_t mode) {
   switch (kind) {
     case ObjectKind::volatile_obj:
       return S_ISDIR(mode) || S_ISREG(mode) ? fs.cache_timeout : 0.0;
     case ObjectKind::in_progress:
     case ObjectKind::special:
+    case ObjectKind::being_removed:  // found by its remover only: other callers must ask again
       return 0.0;
     default:
       return fs.cache_timeout;

@@ -95,5 +95,34 @@ TEST_F(ConsequencesTest, ATransactionHoldsItsInvalidationsUntilItEnds) {
   EXPECT_EQ(invalidation_count(), told + 3);
 }
 
+// R5: a removal through M in flight in an entry (shutil.rmtree's unlinks)
+// holds the entry's quarantine back, and its remover alone still finds the
+// names that the damage hides, so that its next unlink and its rmdir work.
+TEST_F(ConsequencesTest, ARemovalInFlightHoldsTheQuarantineBack) {
+  damage("c/e/a.bin", "AAAB");
+  constexpr pid_t kRemover = 4242;
+  At e = at("c/e");
+  auto removing = consequences().judge_removal(e.ctx, e.dir.get(), "a.bin", kRemover);
+  ASSERT_TRUE(removing.ok()) << removing.error().message;
+  EXPECT_EQ(removing->verdict, Verdict::invalid_entry);  // hidden by the damage, for the removal to take
+  EXPECT_EQ(consequences().judge_removal(e.ctx, e.dir.get(), "absent", kRemover).code(), ENOENT);
+
+  auto j = judge("c/e");
+  ASSERT_TRUE(j.ok());
+  ASSERT_EQ(j->verdict, Verdict::invalid_self);
+  At c = at("c");
+  EXPECT_TRUE(consequences().shown_to_remover(c.ctx, *j, kRemover));
+  EXPECT_FALSE(consequences().shown_to_remover(c.ctx, *j, kRemover + 1));
+  EXPECT_FALSE(consequences().shown_to_remover(c.ctx, *j, 0));
+  consequences().act_on_invalid(c.ctx, c.dir.get(), "e", *j);  // a reader's lookup
+  EXPECT_EQ(slurp(B("c/e/a.bin")), "AAAB");
+  EXPECT_EQ(quarantine_slots(), 0u);
+
+  // The removal's rmdir moves what is left, and then nothing is held back.
+  EXPECT_TRUE(consequences().quarantine_object(c.dir.get(), "e", j->st, "c/e", j->cause, j->reason));
+  EXPECT_FALSE(consequences().shown_to_remover(c.ctx, *j, kRemover));
+  EXPECT_EQ(quarantine_slots(), 1u);
+}
+
 }  // namespace
 }  // namespace sealfs::test
