@@ -55,12 +55,24 @@ bool Consequences::shown_to_remover(const DirContext& ctx, const Judgement& j, p
 void Consequences::act_on_invalid(const DirContext& ctx, int dir_fd, std::string_view name,
                                   const Judgement& j) {
   if (j.transient) return;  // it changed while judged: nothing to blame it for
-  // A removal in flight moves the entry itself (Store::rmdir); moved now,
-  // the remover's next unlink or its rmdir would fail (removals.hpp).
-  if (j.verdict == Verdict::invalid_self && !removals_.recent(j.st))
-    quarantine_object(dir_fd, name, j.st, ctx.child_rel(name), j.cause, j.reason, j.companions);
-  else if (j.verdict == Verdict::invalid_entry && ctx.entry && !removals_.recent(ctx.entry->st))
-    quarantine_entry_root(*ctx.entry, j.cause, j.reason);
+  // A removal in flight in the entry moves it itself (Store::rmdir); moved
+  // now, the remover's next unlink or its rmdir would fail (removals.hpp).
+  // Meanwhile the kernel is told all the same, so that no other caller goes
+  // on using what it cached of the entry; the remover looks its names up
+  // again (Consequences::shown_to_remover).
+  if (j.verdict == Verdict::invalid_self) {
+    if (!removals_.recent(j.st))
+      quarantine_object(dir_fd, name, j.st, ctx.child_rel(name), j.cause, j.reason, j.companions);
+    else
+      invalidate(dir_fd, name, j.st);
+  } else if (j.verdict == Verdict::invalid_entry && ctx.entry) {
+    if (!removals_.recent(ctx.entry->st)) {
+      quarantine_entry_root(*ctx.entry, j.cause, j.reason);
+    } else {
+      invalidate(dir_fd, name, j.st);
+      invalidate_entry_root(*ctx.entry);
+    }
+  }
 }
 
 Result<Judgement> Consequences::clear_hidden(const DirContext& ctx, int dir_fd, std::string_view name) {
@@ -122,6 +134,13 @@ void Consequences::quarantine_entry_root(const EntryRoot& entry, HideReason caus
   auto parent = open_beneath(root_fd_, parent_rel, O_PATH | O_DIRECTORY);
   if (!parent) return;
   quarantine_object(parent->get(), name, entry.st, entry.rel, cause, std::move(reason));
+}
+
+void Consequences::invalidate_entry_root(const EntryRoot& entry) {
+  auto [parent_rel, name] = split_parent(entry.rel);
+  auto parent = open_beneath(root_fd_, parent_rel, O_PATH | O_DIRECTORY);
+  if (!parent) return;
+  invalidate(parent->get(), name, entry.st);
 }
 
 void Consequences::invalidate(int parent_fd, std::string_view name, const struct stat& st) {

@@ -53,6 +53,12 @@ class Consequences {
   // damage in an entry that `caller` is removing: then a lookup by the
   // caller finds it still (never cached), so that its removal goes on.
   bool shown_to_remover(const DirContext& ctx, const Judgement& j, pid_t caller) const;
+  // `caller` (a pid) listed a directory of the entry rooted at `root`: the
+  // first step of a removal (rmtree lists, then unlinks), noted as one
+  // (removals.hpp). Nothing is noted for an unknown caller (0).
+  void listed(const struct stat& root, pid_t caller) {
+    if (caller != 0) removals_.note(root, caller);
+  }
   // The directory `st` was removed through M: a removal noted in it is over.
   void removed(const struct stat& st) { removals_.forget(st); }
   // Lookup-time consequences of a judgement: quarantine an invalid entry
@@ -70,6 +76,8 @@ class Consequences {
   bool quarantine_object(int parent_fd, std::string_view name, const struct stat& st, std::string rel,
                          HideReason cause, std::string reason, std::vector<std::string> companions = {});
   void quarantine_entry_root(const EntryRoot& entry, HideReason cause, std::string reason);
+  // invalidate() of an entry root, under its name in its parent.
+  void invalidate_entry_root(const EntryRoot& entry);
   // Tells on_invalidate that parent_fd/name (st) is no longer what the
   // kernel may have cached.
   void invalidate(int parent_fd, std::string_view name, const struct stat& st);

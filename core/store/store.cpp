@@ -115,11 +115,12 @@ Result<Found> lookup_at(Store::Impl& s, int dir_fd, std::string_view name, Verif
 // valid manifest is its own entry, wherever it is, unless it lies in a
 // volatile area): the directory is where it was, its stamp is unchanged
 // and its verdict is the one the listing rested on (ListingMemory::repeat).
-std::optional<Listing> repeat_entry_root(Store::Impl& s, int dir_fd) {
+std::optional<Listing> repeat_entry_root(Store::Impl& s, int dir_fd, pid_t caller) {
   auto st = stat_fd(dir_fd);
   if (!st) return std::nullopt;
   auto was_at = s.listings.entry_root_at(st->st_dev, st->st_ino);
   if (!was_at) return std::nullopt;
+  s.consequences.listed(*st, caller);
   auto rel = s.places.rel_of(dir_fd);
   if (!rel || *rel != *was_at || s.profile.is_volatile(*rel)) return std::nullopt;
   auto entry = s.entries.check(dir_entry_location(dir_fd, *st, *rel), VerifyDepth::stat_only);
@@ -313,11 +314,12 @@ Result<Found> StoreReading::lookup_listed(int dir_fd, std::string_view name, con
   return found;
 }
 
-Result<Listing> StoreReading::list(int dir_fd) {
+Result<Listing> StoreReading::list(int dir_fd, pid_t caller) {
   Impl& s = *impl_;
-  if (auto again = repeat_entry_root(s, dir_fd)) return std::move(*again);
+  if (auto again = repeat_entry_root(s, dir_fd, caller)) return std::move(*again);
   auto ctx = s.places.context_of(dir_fd);
   if (!ctx) return make_error(ctx.code() == ESTALE ? ENOENT : ctx.code(), ctx.error().message);
+  if (ctx->entry) s.consequences.listed(ctx->entry->st, caller);
   Listing out;
   // The enclosing entry is checked once here, not once per name.
   std::shared_ptr<const EntryVerdict> entry;

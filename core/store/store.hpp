@@ -212,7 +212,10 @@ class StoreReading : protected StoreFace {
   // (R8): reserved names, foreign files, unlisted entry files and entries
   // known to be invalid are left out. Entries are judged at stat level now
   // or by a verdict whose stamps B still holds (VerifyDepth::stat_only).
-  Result<Listing> list(int dir_fd);
+  // caller: the listing process (0: unknown). A listing inside an entry is
+  // how a removal begins (shutil.rmtree lists, then unlinks): it counts as a
+  // step of one (removals.hpp).
+  Result<Listing> list(int dir_fd, pid_t caller = 0);
   // Whether the object behind path_fd lies in a volatile area now (where it
   // is, not where it was looked up: the kernel keeps names across renames).
   // ESTALE when deleted, ENOENT when no longer below the root.

@@ -30,8 +30,9 @@
 namespace sealfs::fuse {
 namespace {
 
-Status load_listing(Filesystem& fs, DirHandle& dir) {
-  auto listing = fs.store->list(dir.inode->path_fd()->get());
+// caller: the listing process (a removal lists first: Store::list).
+Status load_listing(Filesystem& fs, DirHandle& dir, pid_t caller) {
+  auto listing = fs.store->list(dir.inode->path_fd()->get(), caller);
   if (!listing) return listing.error();
   dir.items = std::move(listing->items);
   dir.judged = std::move(listing->judged);
@@ -127,13 +128,13 @@ std::shared_ptr<DirHandle> implicit_dir(fuse_req_t req, Filesystem& fs, fuse_ino
   std::lock_guard lock(dir->mu);
   if (off != 0) {
     if (dir->listed) return dir;
-    if (Status s = load_listing(fs, *dir); !s) {
+    if (Status s = load_listing(fs, *dir, fuse_req_ctx(req)->pid); !s) {
       reply_error(req, s.error());
       return nullptr;
     }
     return dir;
   }
-  auto listing = fs.store->list(inode->path_fd()->get());
+  auto listing = fs.store->list(inode->path_fd()->get(), fuse_req_ctx(req)->pid);
   if (!listing) {
     reply_error(req, listing.error());
     return nullptr;
@@ -166,7 +167,7 @@ void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_fil
     }
     std::lock_guard lock(dir->mu);
     if (off == 0 && !dir->fresh) {  // a rewind: rewinddir sees what is visible now
-      if (Status s = load_listing(fs, *dir); !s) return reply_error(req, s.error());
+      if (Status s = load_listing(fs, *dir, fuse_req_ctx(req)->pid); !s) return reply_error(req, s.error());
     }
     dir->fresh = false;
     std::string buf(size, '\0');
@@ -197,7 +198,7 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (!inode) return;
     auto dir = std::make_shared<DirHandle>();
     dir->inode = inode;
-    auto listing = fs.store->list(inode->path_fd()->get());
+    auto listing = fs.store->list(inode->path_fd()->get(), fuse_req_ctx(req)->pid);
     if (!listing) return reply_error(req, listing.error());
     dir->items = std::move(listing->items);
     dir->judged = std::move(listing->judged);

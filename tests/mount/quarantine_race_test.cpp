@@ -4,9 +4,10 @@
 // found in that entry meanwhile (by a reader's open, or by the remover's own
 // unlink) used to move the entry into the quarantine under the remover's
 // feet: every later unlink and the rmdir failed with ENOENT, where a plain
-// directory lets the removal finish. Now a removal in flight holds the
-// entry's move back, its unlinks of names hidden by the damage succeed, and
-// its rmdir moves what is left into the quarantine, so the evidence is kept.
+// directory lets the removal finish. Now a removal in flight (from its
+// listing on) holds the entry's move back, the remover alone still finds
+// the names the damage hides, its unlinks of them succeed, and its rmdir
+// moves what is left into the quarantine, so the evidence is kept.
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -112,6 +113,22 @@ TEST_F(QuarantineRace, ReaderFindsDamageDuringRemoval) {
     EXPECT_EQ(removal.unlink(i), 0) << removal.names()[i] << "\n" << mount_->log();
   EXPECT_EQ(removal.rmdir(), 0) << mount_->log();
   // What was left of the damaged entry is kept as evidence.
+  EXPECT_TRUE(quarantined(kDamaged)) << mount_->log();
+  expect_rebuilt();
+}
+
+// Found between the remover's listing and its first unlink: the listing
+// is the first step of the removal already.
+TEST_F(QuarantineRace, ReaderFindsDamageBeforeTheFirstUnlink) {
+  save();
+  Removal removal(m(kEntry));
+  ASSERT_TRUE(removal.opened());
+  ASSERT_EQ(removal.names().size(), 4u);
+  damage();
+  EXPECT_EQ(open_errno_elsewhere(m(std::string(kEntry) + "/" + kDamaged)), ENOENT) << mount_->log();
+  for (std::size_t i = 0; i < removal.names().size(); ++i)
+    EXPECT_EQ(removal.unlink(i), 0) << removal.names()[i] << "\n" << mount_->log();
+  EXPECT_EQ(removal.rmdir(), 0) << mount_->log();
   EXPECT_TRUE(quarantined(kDamaged)) << mount_->log();
   expect_rebuilt();
 }

@@ -114,9 +114,11 @@ TEST_F(ConsequencesTest, ARemovalInFlightHoldsTheQuarantineBack) {
   EXPECT_TRUE(consequences().shown_to_remover(c.ctx, *j, kRemover));
   EXPECT_FALSE(consequences().shown_to_remover(c.ctx, *j, kRemover + 1));
   EXPECT_FALSE(consequences().shown_to_remover(c.ctx, *j, 0));
+  const std::size_t told = invalidation_count();
   consequences().act_on_invalid(c.ctx, c.dir.get(), "e", *j);  // a reader's lookup
   EXPECT_EQ(slurp(B("c/e/a.bin")), "AAAB");
   EXPECT_EQ(quarantine_slots(), 0u);
+  EXPECT_GT(invalidation_count(), told);  // hidden from what the kernel cached all the same
 
   // The removal's rmdir moves what is left, and then nothing is held back.
   EXPECT_TRUE(consequences().quarantine_object(c.dir.get(), "e", j->st, "c/e", j->cause, j->reason));
