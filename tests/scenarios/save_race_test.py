@@ -21,7 +21,8 @@ Standalone, for figures:  SEALFS_BIN=build/release/fs/sealfs \\
     python3 tests/scenarios/save_race_test.py --seconds 20 --runs 3 [--shared-keys]
 --shared-keys: the writers rebuild the same keys and also race each other
 (two removals of one entry fail on any filesystem). SEALFS_SAVE_RACE_NO_DAMAGE=1
-turns the damager off. Standard library only.
+turns the damager off; SEALFS_SAVE_RACE_REMOVER=rm removes with coreutils'
+`rm -r` instead of shutil.rmtree. Standard library only.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import os
 import pickle
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -50,6 +52,7 @@ NS = "ns"
 KEYS = [f"k{i}" for i in range(4)]  # few keys: writers and readers meet on each
 LIB_SIZE = 16384
 DAMAGE_EVERY_S = 0.02
+REMOVER = os.environ.get("SEALFS_SAVE_RACE_REMOVER", "shutil")  # or "rm": coreutils' rm -r
 
 
 def entry_path(cache: str, key: str) -> str:
@@ -107,13 +110,23 @@ def writer(cache: str, seed: int, end: float, keys: list[str], out) -> None:
             step[0] = func.__name__
             raise exc_info[1]
 
-        try:
+        if REMOVER == "rm":  # coreutils instead of Python's shutil
             if os.path.isdir(entry):
-                shutil.rmtree(entry, onerror=onerror)
-        except OSError as e:
-            counts["failed"] += 1
-            failures.append(f"rmtree {step[0]} {errno.errorcode.get(e.errno, e.errno)}")
-            continue
+                r = subprocess.run(["rm", "-r", entry], capture_output=True, text=True)
+                if r.returncode != 0:
+                    counts["failed"] += 1
+                    # "rm: cannot remove 'PATH': REASON": which name, the entry's or a file's
+                    what, _, why = r.stderr.strip().rpartition(": ")
+                    failures.append(f"rm -r {'entry' if what.endswith(key + chr(39)) else 'file'}: {why}")
+                    continue
+        else:
+            try:
+                if os.path.isdir(entry):
+                    shutil.rmtree(entry, onerror=onerror)
+            except OSError as e:
+                counts["failed"] += 1
+                failures.append(f"rmtree {step[0]} {errno.errorcode.get(e.errno, e.errno)}")
+                continue
         try:
             # The same bytes as every other save of key (a compiler is
             # deterministic): a load that meets a replacement half-way still
