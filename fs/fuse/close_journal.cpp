@@ -102,6 +102,10 @@ void journal_deferred(Filesystem& fs, const Inode& inode) {
   if (fs.journal && !fs.journal->pending(inode.dev, inode.ino)) record(fs, inode);
 }
 
+void journal_attributes_set(Filesystem& fs, const Inode& inode) {
+  if (fs.journal && fs.journal->pending(inode.dev, inode.ino)) record(fs, inode);
+}
+
 void journal_done(Filesystem& fs, dev_t dev, ino_t ino) {
   if (fs.journal) fs.journal->done(dev, ino);
 }

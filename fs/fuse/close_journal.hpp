@@ -32,6 +32,13 @@ void journal_close(Filesystem& fs, const FileHandle& handle);
 // A seal about to wait (DeferredSeals) for a file whose close is not
 // journalled yet (without OPEN, the FLUSH that ends it is this request).
 void journal_deferred(Filesystem& fs, const Inode& inode);
+// A setattr through the mount of mode, owner or times (not size) has run on
+// inode: when its close is journalled and its seal has not run, the record
+// takes the file's new stamp (its ctime, and mtime for times, moved). Mode,
+// owner and times are not sealed (R10), so the file is still what was
+// closed; with the old stamp a next daemon would leave it hidden. Called
+// under the file's gate, which its seal (and so done) also takes.
+void journal_attributes_set(Filesystem& fs, const Inode& inode);
 // The seal or abandon of (dev, ino) after its last close has run.
 void journal_done(Filesystem& fs, dev_t dev, ino_t ino);
 

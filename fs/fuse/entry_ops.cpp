@@ -17,6 +17,7 @@
 #include "core/base/result.hpp"
 #include "core/layout/known_names.hpp"
 #include "core/store/store.hpp"
+#include "fs/fuse/close_journal.hpp"
 #include "fs/fuse/file_handles.hpp"
 #include "fs/fuse/handlers.hpp"
 #include "fs/fuse/inode_table.hpp"
@@ -179,6 +180,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
     inode->changed_here();  // a size or times set here: the kernel's pages stay right
     if (Status s = change_attributes(*fs.store, *inode, held.handle.get(), *attr, to_set); !s)
       return reply_error(req, s.error());
+    if ((to_set & FUSE_SET_ATTR_SIZE) == 0) journal_attributes_set(fs, *inode);  // R10: not sealed
     reply_attributes(req, fs, *inode);
   });
 }

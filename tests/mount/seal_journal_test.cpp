@@ -10,10 +10,14 @@
 //    and generic/749 (write, cycle the mount, mmap read), with xfs_io and the
 //    unmount done by fusermount3 itself, which does not wait for the daemon;
 //  - an old daemon still sealing after its unmount is waited for;
+//  - a file whose times or mode were set through the mount after its close
+//    (touch, chmod; rsync -a, which sets them on its temporary file, then
+//    renames it) shows, with them: its record follows the change;
 //  - a file changed or renamed behind the mount after its close stays hidden;
 //  - a journal of a daemon still serving another mount of B is left alone.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <string>
@@ -106,18 +110,67 @@ TEST_F(SealJournal, WithoutOpenALargeFileClosedBeforeASigkillShows) {
   }
 }
 
+// Mode, owner and times are not sealed (R10): set through the mount after a
+// close whose seal has not run (touch -d, chmod; rsync -a sets them on its
+// temporary file, then renames it), they leave the file what was closed. The
+// daemon killed then, the next one shows the file with its content and its
+// new times and mode (it was hidden: the record's stamp had the old ctime).
+TEST_F(SealJournal, TimesAndModeSetAfterTheCloseStillShowAfterASigkill) {
+  TempDir src{"sealfs-journal-src"};
+  write_file(src.path() + "/synced", std::string(5000, 's'), 0640);
+  ASSERT_EQ(sh("touch -d '2002-02-02 02:02:02 UTC' " + src.path() + "/synced").status, 0);
+  {
+    Mount mount(on_b({kNoRelease}));
+    ASSERT_TRUE(mount.ok()) << mount.error();
+    ASSERT_EQ(sh("head -c 4K /dev/urandom > " + mount.m("touched")).status, 0);
+    auto set = sh("touch -d '2001-01-01 00:00:00 UTC' " + mount.m("touched") + " && chmod 600 " +
+                  mount.m("touched"));
+    ASSERT_EQ(set.status, 0) << set.err;
+    auto rsync =
+        run_process({"rsync", "-a", src.path() + "/synced", mount.m("")}, {}, std::chrono::seconds(60));
+    ASSERT_EQ(rsync.status, 0) << rsync.out << rsync.err;
+    ASSERT_EQ(::kill(mount.daemon_pid(), SIGKILL), 0);
+    mount.expect_exit_status(128 + SIGKILL);
+    EXPECT_EQ(mount.wait_for_exit(std::chrono::seconds(20)), 128 + SIGKILL);
+  }
+  // rsync's rename published its file (R4: a rename is a verified publish);
+  // touched is still unsealed.
+  EXPECT_FALSE(exists_nofollow(b(".sealfs-manifest.touched"))) << "sealed before the kill";
+  Mount again(on_b());
+  ASSERT_TRUE(again.ok()) << again.error();
+  struct {
+    const char* name;
+    time_t mtime;
+    mode_t mode;
+  } const expected[] = {{"touched", 978307200, 0600}, {"synced", 1012615322, 0640}};
+  for (const auto& e : expected) {
+    struct stat st {};
+    ASSERT_EQ(::stat(again.m(e.name).c_str(), &st), 0)
+        << e.name << " hidden after the restart: " << std::strerror(errno);
+    EXPECT_EQ(st.st_mtime, e.mtime) << e.name;
+    EXPECT_EQ(st.st_mode & 07777, e.mode) << e.name;
+    EXPECT_EQ(read_file(again.m(e.name)), read_file(b(e.name))) << e.name;
+  }
+  EXPECT_EQ(read_file(again.m("synced")), std::string(5000, 's'));
+}
+
 // A file changed behind the mount after its close, or renamed, is not what
-// was closed: it stays hidden, as any foreign file.
+// was closed: it stays hidden, as any foreign file. So does one whose mode
+// was set behind the mount: its stamp no longer vouches for it.
 TEST_F(SealJournal, AFileChangedOrRenamedAfterItsCloseStaysHidden) {
-  write_then_kill({{"changed", "4K"}, {"renamed", "4K"}, {"kept", "4K"}});
+  write_then_kill({{"changed", "4K"}, {"renamed", "4K"}, {"chmodded", "4K"}, {"kept", "4K"}});
   if (HasFatalFailure()) return;
   ASSERT_EQ(sh("printf x >> " + b("changed")).status, 0);
+  // No content changed, but the rule is "unchanged since the close", told by
+  // the stamp, and a chmod behind the mount moves its ctime.
+  ASSERT_EQ(::chmod(b("chmodded").c_str(), 0600), 0);
   ASSERT_EQ(::rename(b("renamed").c_str(), b("moved").c_str()), 0);
   Mount again(on_b());
   ASSERT_TRUE(again.ok()) << again.error();
   EXPECT_EQ(lstat_errno(again.m("changed")), ENOENT) << "a file changed since its close was sealed";
   EXPECT_EQ(lstat_errno(again.m("renamed")), ENOENT);
   EXPECT_EQ(lstat_errno(again.m("moved")), ENOENT) << "a renamed file was guessed";
+  EXPECT_EQ(lstat_errno(again.m("chmodded")), ENOENT) << "a file chmodded behind the mount was sealed";
   EXPECT_EQ(lstat_errno(again.m("kept")), 0) << "the unchanged file beside them";
   EXPECT_TRUE(exists_nofollow(b("changed"))) << "foreign content is never deleted (R3)";
 }
