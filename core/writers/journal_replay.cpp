@@ -16,6 +16,7 @@
 #include "core/base/result.hpp"
 #include "core/base/stamp.hpp"
 #include "core/base/unique_fd.hpp"
+#include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"
 
 namespace sealfs {
@@ -167,6 +168,43 @@ ReplayReport replay_journals(Store& store, int dir_fd, const ReplayOptions& opti
     if (ends_with(child.name, kJournalSuffix))
       replay_journal(store, dir_fd, root->fd.get(), child.name, report, options);
   return report;
+}
+
+Result<std::vector<JournalSurvey>> survey_journals(int root_fd, const std::string& boot_id) {
+  std::vector<JournalSurvey> out;
+  // As open_journal_dir, without making it.
+  UniqueFd state(
+      ::openat(root_fd, std::string(kStateDir).c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  const std::string name(kJournalDir.substr(kStateDir.size() + 1));
+  UniqueFd dir(state ? ::openat(state.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                     : -1);
+  if (!dir) {
+    if (errno == ENOENT) return out;  // no daemon ever journalled here
+    return errno_error("open B/.sealfs/journal");
+  }
+  auto children = read_dir(dir.get());
+  if (!children) return children.error();
+  for (const auto& child : *children) {
+    if (!ends_with(child.name, kJournalSuffix)) continue;
+    UniqueFd fd(::openat(dir.get(), child.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    struct stat st {};
+    if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > kMaxJournalBytes)
+      continue;  // gone meanwhile (replayed), or not one a replay reads either
+    const JournalText text = parse_journal(read_journal(fd.get()));
+    JournalSurvey j;
+    j.name = child.name;
+    j.headed = text.headed;
+    j.header = text.header;
+    j.this_boot = text.headed && !boot_id.empty() && text.header.boot_id == boot_id;
+    j.pending = text.pending.size();
+    j.ignored = text.malformed + text.refused;
+    if (::flock(fd.get(), LOCK_SH | LOCK_NB) == 0)
+      ::flock(fd.get(), LOCK_UN);
+    else
+      j.live = errno == EWOULDBLOCK;
+    out.push_back(std::move(j));
+  }
+  return out;
 }
 
 }  // namespace sealfs

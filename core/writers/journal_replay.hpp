@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/store/store.hpp"
 #include "core/writers/seal_journal.hpp"
@@ -55,5 +56,23 @@ struct ReplayReport {
 
 // Replays every journal in dir_fd (open_journal_dir) with store.
 ReplayReport replay_journals(Store& store, int dir_fd, const ReplayOptions& options);
+
+// What one journal holds, as `sealfs fsck` reports it.
+struct JournalSurvey {
+  std::string name;
+  bool headed = false;  // the first line is a valid header (else nothing in it is replayed)
+  JournalHeader header;
+  bool this_boot = false;  // of boot_id: replayable once its daemon is gone
+  // Locked: its daemon still runs (serves its mount, or seals after its
+  // unmount) and finishes its own seals.
+  bool live = false;
+  std::size_t pending = 0;  // closes whose seal was not done
+  std::size_t ignored = 0;  // malformed lines and refused records
+};
+
+// Every journal in B/.sealfs/journal below root_fd, read without writing
+// anything (none when the directory is missing). A journal is told live by
+// trying its lock, shared and at once, and letting it go.
+Result<std::vector<JournalSurvey>> survey_journals(int root_fd, const std::string& boot_id);
 
 }  // namespace sealfs

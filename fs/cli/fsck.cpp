@@ -1,13 +1,19 @@
-// `sealfs fsck [--repair] BACKING`: verify every entry of B offline, and say
-// what the quarantine took since the last fsck.
+// `sealfs fsck [--repair] BACKING`: verify every entry of B offline, say
+// what the quarantine took since the last fsck and which closes the seal
+// journal holds unsealed.
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <ostream>
 #include <string>
 #include <string_view>
 
+#include "core/base/result.hpp"
+#include "core/base/unique_fd.hpp"
 #include "core/layout/names.hpp"
 #include "core/store/offline.hpp"
+#include "core/writers/journal_replay.hpp"
+#include "core/writers/seal_journal.hpp"
 #include "fs/cli/commands.hpp"
 #include "fs/cli/options.hpp"
 #include "fs/cli/progress_line.hpp"
@@ -57,12 +63,74 @@ void print_quarantine(const FsckReport& r, std::ostream& out) {
     out << "quarantine: " << shown(q.marker_problem) << "; every slot counted as new\n";
 }
 
+// R4's seal journal (core/writers/seal_journal.hpp): the closes a daemon
+// journalled and did not live to seal. With repair they are finished first,
+// by the replay a mount runs (the same rules: only a file whose name still
+// leads to it with the stamp of its close; a journal still locked is its
+// live daemon's own, and another boot's is never replayed), so that the
+// walk then finds those files sealed rather than foreign.
+void replay_journals_now(Store& store, std::ostream& out) {
+  auto root = store.root();
+  auto dir = root ? open_journal_dir(root->fd.get()) : Result<UniqueFd>(root.error());
+  if (!dir) {
+    out << "journal: not replayed: " << shown(dir.error().message) << "\n";
+    return;
+  }
+  ReplayOptions options;
+  options.boot_id = this_boot_id();
+  options.wait = std::chrono::milliseconds(0);
+  options.owner_serving = [](const JournalHeader& /*header*/) { return true; };  // locked: left to it
+  options.log = [&out](const std::string& line) { out << shown(line) << "\n"; };
+  const ReplayReport r = replay_journals(store, dir->get(), options);
+  if (r.journals > 0)
+    out << "journal: " << r.journals << " replayed: " << r.sealed << " seals finished, " << r.changed
+        << " files changed since their close and " << r.missing << " gone or renamed left hidden, "
+        << r.failed << " failed\n";
+}
+
+// Each journal left, with its pending seals.
+void print_journals(Store& store, std::ostream& out) {
+  auto root = store.root();
+  auto journals = root ? survey_journals(root->fd.get(), this_boot_id())
+                       : Result<std::vector<JournalSurvey>>(root.error());
+  if (!journals) {
+    out << "journal: not read: " << shown(journals.error().message) << "\n";
+    return;
+  }
+  std::size_t pending = 0;
+  std::size_t live = 0;
+  for (const JournalSurvey& j : *journals) {
+    out << "journal: " << shown(j.name) << ": ";
+    if (!j.headed) {
+      out << "no valid header, never replayed\n";
+      continue;
+    }
+    pending += j.pending;
+    out << "daemon " << j.header.pid << ", ";
+    if (!j.this_boot) {
+      out << "another boot or host (" << shown(j.header.boot_id) << "), never replayed";
+    } else if (j.live) {
+      live += j.pending;
+      out << "live (locked: its daemon seals them)";
+    } else {
+      out << "gone (the next mount or fsck --repair seals those unchanged since their close)";
+    }
+    out << ": " << j.pending << " pending seals";
+    if (j.ignored != 0) out << ", " << j.ignored << " lines ignored";
+    out << "\n";
+  }
+  out << "journal: " << pending << " pending seals in " << journals->size() << " journals, " << live
+      << " of them a live daemon's" << (pending != 0 ? "; until sealed, their files count as foreign" : "")
+      << "\n";
+}
+
 }  // namespace
 
 int run_fsck(const BackingOptions& options, bool repair, std::ostream& out, std::ostream& err,
              bool err_is_terminal) {
   auto store = open_offline_store(options, err);
   if (!store) return 8;
+  if (repair) replay_journals_now(**store, out);
   ProgressLine progress("fsck", "entries", err, err_is_terminal);
   auto report = sealfs::fsck(**store, repair, &progress);
   progress.finish();
@@ -72,6 +140,7 @@ int run_fsck(const BackingOptions& options, bool repair, std::ostream& out, std:
   }
   for (const auto& problem : report->problems) out << problem << "\n";
   print_quarantine(*report, out);
+  print_journals(**store, out);
   out << "entries " << report->entries << ", valid " << report->valid << ", invalid " << report->invalid
       << ", foreign " << report->foreign << ", unlisted " << report->unlisted << ", quarantined "
       << report->quarantined << " by this fsck, unchecked " << report->unchecked << "\n";

@@ -14,7 +14,9 @@
 //    (touch, chmod; rsync -a, which sets them on its temporary file, then
 //    renames it) shows, with them: its record follows the change;
 //  - a file changed or renamed behind the mount after its close stays hidden;
-//  - a journal of a daemon still serving another mount of B is left alone.
+//  - a journal of a daemon still serving another mount of B is left alone;
+//  - `sealfs fsck` reports each journal's pending seals, and --repair
+//    finishes them as a mount's replay would, a live daemon's apart.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -239,6 +241,57 @@ TEST_F(SealJournal, ALiveMountsJournalIsLeftAlone) {
   EXPECT_TRUE(eventually([&] { return exists_nofollow(b(".sealfs-manifest.f")); }, std::chrono::seconds(20)))
       << "the first daemon did not seal its file";
   EXPECT_EQ(read_file(second.m("f")), read_file(b("f")));
+}
+
+// `sealfs fsck` says which journalled seals are pending, journal by journal,
+// and writes nothing; --repair finishes them as the next mount would: the
+// unchanged file is sealed, the one changed since its close stays foreign.
+TEST_F(SealJournal, FsckReportsPendingSealsAndRepairFinishesThem) {
+  write_then_kill({{"kept", "4K"}, {"changed", "4K"}});
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(sh("printf x >> " + b("changed")).status, 0);
+  auto check = run_process({sealfs_binary(), "fsck", backing_.path()});
+  EXPECT_NE(
+      check.out.find(", gone (the next mount or fsck --repair seals those unchanged since their close): "
+                     "2 pending seals\n"),
+      std::string::npos)
+      << check.out;
+  EXPECT_NE(check.out.find("journal: 2 pending seals in 1 journals, 0 of them a live daemon's"),
+            std::string::npos)
+      << check.out;
+  EXPECT_NE(check.out.find("foreign 2,"), std::string::npos) << check.out;
+  EXPECT_EQ(journals(backing_.path()).size(), 1U) << "fsck without --repair removed the journal";
+  EXPECT_FALSE(exists_nofollow(b(".sealfs-manifest.kept"))) << "fsck without --repair sealed";
+
+  auto repair = run_process({sealfs_binary(), "fsck", "--repair", backing_.path()});
+  EXPECT_NE(repair.out.find("changed: changed since its close: left unsealed (hidden)"), std::string::npos)
+      << repair.out;
+  EXPECT_NE(repair.out.find("journal: 1 replayed: 1 seals finished, 1 files changed since their close"),
+            std::string::npos)
+      << repair.out;
+  EXPECT_NE(repair.out.find("journal: 0 pending seals in 0 journals"), std::string::npos) << repair.out;
+  EXPECT_NE(repair.out.find("valid 1, invalid 0, foreign 1,"), std::string::npos) << repair.out;
+  EXPECT_TRUE(exists_nofollow(b(".sealfs-manifest.kept")));
+  EXPECT_FALSE(exists_nofollow(b(".sealfs-manifest.changed")));
+  EXPECT_TRUE(journals(backing_.path()).empty());
+}
+
+// A journal locked by a running daemon is reported live, and fsck --repair
+// leaves its seals to that daemon.
+TEST_F(SealJournal, FsckLeavesALiveDaemonsJournalToIt) {
+  Mount mount(on_b({"SEALFS_FAULT_DELAY=release:6000"}));
+  ASSERT_TRUE(mount.ok()) << mount.error();
+  ASSERT_EQ(sh("head -c 4K /dev/urandom > " + mount.m("f")).status, 0);
+  auto repair = run_process({sealfs_binary(), "fsck", "--repair", backing_.path()});
+  EXPECT_NE(repair.out.find("live (locked: its daemon seals them): 1 pending seals\n"), std::string::npos)
+      << repair.out;
+  EXPECT_NE(repair.out.find("journal: 1 pending seals in 1 journals, 1 of them a live daemon's"),
+            std::string::npos)
+      << repair.out;
+  EXPECT_FALSE(exists_nofollow(b(".sealfs-manifest.f"))) << "fsck --repair sealed a live daemon's file";
+  EXPECT_TRUE(eventually([&] { return exists_nofollow(b(".sealfs-manifest.f")); }, std::chrono::seconds(20)))
+      << "the daemon did not seal its file";
+  EXPECT_EQ(read_file(mount.m("f")), read_file(b("f")));
 }
 
 }  // namespace

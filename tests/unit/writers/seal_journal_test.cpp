@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <thread>
 
@@ -269,6 +270,58 @@ TEST_F(SealJournalFile, ALiveDaemonsJournalIsLeftAloneAnEndingOnesIsWaitedFor) {
   EXPECT_EQ(r.sealed, 1u);
   EXPECT_TRUE(visible("kept"));
   EXPECT_TRUE(journal_names().empty());
+}
+
+// What `sealfs fsck` reports: each journal's pending seals, whose they are,
+// and whether its daemon still holds it; reading them writes nothing.
+TEST_F(SealJournalFile, ASurveyTellsEachJournalsPendingSealsAndWhetherItIsLive) {
+  const JournalRecord a = closed_now("a", "data");
+  const JournalRecord b = closed_now("b", "data");
+  auto live = SealJournal::create(dir_.get(), JournalHeader{7, this_boot_id(), "0:1"});
+  ASSERT_TRUE(live.ok());
+  ASSERT_TRUE((*live)->closed(a).ok());
+  ASSERT_TRUE((*live)->closed(a).ok()) << "a setattr's refresh: the same file again";
+  {
+    auto gone = SealJournal::create(dir_.get(), JournalHeader{8, this_boot_id(), "0:1"});
+    ASSERT_TRUE(gone.ok());
+    ASSERT_TRUE((*gone)->closed(a).ok());
+    ASSERT_TRUE((*gone)->closed(b).ok());
+    (*gone)->done(a.stamp.dev, a.stamp.ino);
+  }
+  {
+    auto other = SealJournal::create(dir_.get(), JournalHeader{9, "another-boot", "0:1"});
+    ASSERT_TRUE(other.ok());
+    ASSERT_TRUE((*other)->closed(b).ok());
+  }
+  write_file(B(".sealfs/journal/noheader.journal"), format_close(1, b));
+  const auto before = journal_names();
+  UniqueFd root(::open(B().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  auto survey = survey_journals(root.get(), this_boot_id());
+  ASSERT_TRUE(survey.ok()) << survey.error().message;
+  std::map<pid_t, JournalSurvey> by_pid;
+  std::size_t headless = 0;
+  for (const auto& j : *survey) {
+    if (j.headed)
+      by_pid[j.header.pid] = j;
+    else
+      ++headless;
+  }
+  ASSERT_EQ(by_pid.size(), 3u);
+  EXPECT_EQ(headless, 1u);
+  EXPECT_TRUE(by_pid[7].live);
+  EXPECT_TRUE(by_pid[7].this_boot);
+  EXPECT_EQ(by_pid[7].pending, 1u) << "a refreshed record supersedes the earlier one";
+  EXPECT_FALSE(by_pid[8].live);
+  EXPECT_EQ(by_pid[8].pending, 1u);
+  EXPECT_FALSE(by_pid[9].this_boot);
+  EXPECT_EQ(by_pid[9].pending, 1u);
+  EXPECT_EQ(journal_names(), before) << "a survey wrote";
+  EXPECT_FALSE(visible("b")) << "a survey sealed";
+  // The survey let go of the locks it tried: the dead daemon's journal is
+  // still replayable, and the live one still locked.
+  const ReplayReport r = replay_journals(store(), dir_.get(), replay_options());
+  EXPECT_EQ(r.sealed, 1u) << log_;
+  EXPECT_EQ(r.live + r.timed_out, 1u) << log_;
 }
 
 }  // namespace
