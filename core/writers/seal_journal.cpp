@@ -356,7 +356,22 @@ Status SealJournal::closed(const JournalRecord& record) {
   const std::uint64_t seq = next_seq_++;
   std::string line = format_close(seq, record);
   if (Status s = append(line); !s) return s;
-  pending_[{record.stamp.dev, record.stamp.ino}] = Pending{seq, std::move(line)};
+  pending_[{record.stamp.dev, record.stamp.ino}] = Pending{seq, std::move(line), record.stamp};
+  return {};
+}
+
+Status SealJournal::attributes_set(const JournalRecord& record, bool times_set) {
+  std::lock_guard lock(mu_);
+  auto it = pending_.find({record.stamp.dev, record.stamp.ino});
+  if (it == pending_.end()) return {};
+  const Stamp& was = it->second.stamp;
+  const bool same_mtime =
+      was.mtime.tv_sec == record.stamp.mtime.tv_sec && was.mtime.tv_nsec == record.stamp.mtime.tv_nsec;
+  if (was.size != record.stamp.size || (!times_set && !same_mtime)) return {};
+  const std::uint64_t seq = next_seq_++;
+  std::string line = format_close(seq, record);
+  if (Status s = append(line); !s) return s;
+  it->second = Pending{seq, std::move(line), record.stamp};
   return {};
 }
 

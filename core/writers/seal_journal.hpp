@@ -106,6 +106,12 @@ class SealJournal {
   // A normal last close of record's file: appended, superseding the file's
   // earlier pending record. One write.
   Status closed(const JournalRecord& record);
+  // Mode, owner or times (times_set) of record's file were set through the
+  // mount since its close (R10: not sealed): its pending record takes the
+  // new stamp. Nothing when none is pending, or when the file's content may
+  // have changed since: its size differs, or its mtime does and times_set
+  // does not explain it (a writer opened it again and wrote). One write.
+  Status attributes_set(const JournalRecord& record, bool times_set);
   // The seal (or abandon) of (dev, ino) has run: its record is done. Costs
   // nothing when none is pending; one write, or a truncate to the header.
   void done(dev_t dev, ino_t ino);
@@ -120,6 +126,7 @@ class SealJournal {
   struct Pending {
     std::uint64_t seq = 0;
     std::string line;
+    Stamp stamp;
   };
   SealJournal(UniqueFd dir_fd, UniqueFd fd, std::string name, std::string header);
   Status append(const std::string& line);  // under mu_

@@ -25,7 +25,10 @@ constexpr std::chrono::seconds kOldDaemonWait{60};
 
 std::atomic<bool> g_write_failure_logged{false};
 
-void record(Filesystem& fs, const Inode& inode) {
+enum class What { close, attributes, times };
+
+// A close, or new attributes (with times or without) of a closed file.
+void record(Filesystem& fs, const Inode& inode, What what = What::close) {
   const auto pfd = inode.path_fd();
   if (!pfd || !pfd->valid()) return;
   auto st = fs.store->attributes(pfd->get());
@@ -33,7 +36,12 @@ void record(Filesystem& fs, const Inode& inode) {
   // later daemon could find: not journalled.
   auto rel =
       st ? fs.store->path_below_root(pfd->get(), inode.last_seen().hint()) : Result<std::string>(st.error());
-  Status written = rel ? fs.journal->closed({std::move(*rel), Stamp::of(*st)}) : Status(rel.error());
+  Status written = rel ? Status{} : Status(rel.error());
+  if (rel) {
+    const JournalRecord r{std::move(*rel), Stamp::of(*st)};
+    written =
+        what == What::close ? fs.journal->closed(r) : fs.journal->attributes_set(r, what == What::times);
+  }
   if (!written && written.code() != ENOENT && written.code() != ESTALE &&
       !g_write_failure_logged.exchange(true))
     syslog(LOG_WARNING,
@@ -102,8 +110,9 @@ void journal_deferred(Filesystem& fs, const Inode& inode) {
   if (fs.journal && !fs.journal->pending(inode.dev, inode.ino)) record(fs, inode);
 }
 
-void journal_attributes_set(Filesystem& fs, const Inode& inode) {
-  if (fs.journal && fs.journal->pending(inode.dev, inode.ino)) record(fs, inode);
+void journal_attributes_set(Filesystem& fs, const Inode& inode, bool times_set) {
+  if (fs.journal && fs.journal->pending(inode.dev, inode.ino))
+    record(fs, inode, times_set ? What::times : What::attributes);
 }
 
 void journal_done(Filesystem& fs, dev_t dev, ino_t ino) {

@@ -36,9 +36,11 @@ void journal_deferred(Filesystem& fs, const Inode& inode);
 // inode: when its close is journalled and its seal has not run, the record
 // takes the file's new stamp (its ctime, and mtime for times, moved). Mode,
 // owner and times are not sealed (R10), so the file is still what was
-// closed; with the old stamp a next daemon would leave it hidden. Called
-// under the file's gate, which its seal (and so done) also takes.
-void journal_attributes_set(Filesystem& fs, const Inode& inode);
+// closed; with the old stamp a next daemon would leave it hidden. Not when
+// its size, or (without times_set) its mtime, moved since: a writer opened
+// it again and wrote (SealJournal::attributes_set). Called under the file's
+// gate, which its seal (and so done) also takes.
+void journal_attributes_set(Filesystem& fs, const Inode& inode, bool times_set);
 // The seal or abandon of (dev, ino) after its last close has run.
 void journal_done(Filesystem& fs, dev_t dev, ino_t ino);
 

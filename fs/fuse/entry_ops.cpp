@@ -180,7 +180,8 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
     inode->changed_here();  // a size or times set here: the kernel's pages stay right
     if (Status s = change_attributes(*fs.store, *inode, held.handle.get(), *attr, to_set); !s)
       return reply_error(req, s.error());
-    if ((to_set & FUSE_SET_ATTR_SIZE) == 0) journal_attributes_set(fs, *inode);  // R10: not sealed
+    if ((to_set & FUSE_SET_ATTR_SIZE) == 0)  // R10: mode, owner and times are not sealed
+      journal_attributes_set(fs, *inode, (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) != 0);
     reply_attributes(req, fs, *inode);
   });
 }

@@ -272,6 +272,48 @@ TEST_F(SealJournalFile, ALiveDaemonsJournalIsLeftAloneAnEndingOnesIsWaitedFor) {
   EXPECT_TRUE(journal_names().empty());
 }
 
+// R10: new mode, owner or times after a close leave the file what was closed,
+// so the record takes its new stamp. Not once its size moved, nor its mtime
+// without a times change to explain it: a writer opened it again and wrote,
+// and the record would vouch for writes no normal close ended.
+TEST_F(SealJournalFile, AttributesSetAfterACloseRefreshTheRecordUnlessTheContentMoved) {
+  auto j = SealJournal::create(dir_.get(), kHeader);
+  ASSERT_TRUE(j.ok());
+  const JournalRecord closed = closed_now("f", "data");
+  EXPECT_TRUE((*j)->attributes_set(closed, true).ok());
+  EXPECT_EQ((*j)->pending_count(), 0u) << "nothing pending: nothing refreshed";
+  ASSERT_TRUE((*j)->closed(closed).ok());
+  auto stamp_now = [&] {
+    struct stat st {};
+    EXPECT_EQ(::lstat(B("f").c_str(), &st), 0);
+    return JournalRecord{"f", Stamp::of(st)};
+  };
+  auto pending_stamp = [&] {
+    const JournalText t = parse_journal(journal_text(**j));
+    EXPECT_EQ(t.pending.size(), 1u);
+    return t.pending.empty() ? Stamp{} : t.pending.front().stamp;
+  };
+  const struct timespec old_times[2] = {{978307200, 0}, {978307200, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, B("f").c_str(), old_times, 0), 0);
+  const JournalRecord touched = stamp_now();
+  ASSERT_FALSE(touched.stamp == closed.stamp);
+  ASSERT_TRUE((*j)->attributes_set(touched, true).ok());
+  EXPECT_TRUE(pending_stamp() == touched.stamp) << journal_text(**j);
+  ASSERT_EQ(::chmod(B("f").c_str(), 0600), 0);
+  const JournalRecord chmodded = stamp_now();
+  ASSERT_TRUE((*j)->attributes_set(chmodded, false).ok());
+  EXPECT_TRUE(pending_stamp() == chmodded.stamp) << journal_text(**j);
+  // Same size, new mtime, then a chmod: written since, not refreshed.
+  write_file(B("f"), "DATA", 0600);
+  ASSERT_TRUE((*j)->attributes_set(stamp_now(), false).ok());
+  EXPECT_TRUE(pending_stamp() == chmodded.stamp) << "a rewritten file's record was refreshed";
+  // A new size, then new times: not refreshed either.
+  write_file(B("f"), "half written", 0600);
+  ASSERT_EQ(::utimensat(AT_FDCWD, B("f").c_str(), old_times, 0), 0);
+  ASSERT_TRUE((*j)->attributes_set(stamp_now(), true).ok());
+  EXPECT_TRUE(pending_stamp() == chmodded.stamp) << "a resized file's record was refreshed";
+}
+
 // What `sealfs fsck` reports: each journal's pending seals, whose they are,
 // and whether its daemon still holds it; reading them writes nothing.
 TEST_F(SealJournalFile, ASurveyTellsEachJournalsPendingSealsAndWhetherItIsLive) {
