@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <utility>
 
@@ -27,15 +29,13 @@ std::atomic<bool> g_write_failure_logged{false};
 
 enum class What { close, attributes, times };
 
-// A close, or new attributes (with times or without) of a closed file.
-void record(Filesystem& fs, const Inode& inode, What what = What::close) {
-  const auto pfd = inode.path_fd();
-  if (!pfd || !pfd->valid()) return;
-  auto st = fs.store->attributes(pfd->get());
+// A close, or new attributes (with times or without) of a closed file,
+// seen through fd (the file's own descriptor on B).
+void record_by(Filesystem& fs, int fd, const Inode& inode, What what) {
+  auto st = fs.store->attributes(fd);
   // A file with no name below B (unlinked, in B/.sealfs) has nothing a
   // later daemon could find: not journalled.
-  auto rel =
-      st ? fs.store->path_below_root(pfd->get(), inode.last_seen().hint()) : Result<std::string>(st.error());
+  auto rel = st ? fs.store->path_below_root(fd, inode.last_seen().hint()) : Result<std::string>(st.error());
   Status written = rel ? Status{} : Status(rel.error());
   if (rel) {
     const JournalRecord r{std::move(*rel), Stamp::of(*st)};
@@ -48,6 +48,11 @@ void record(Filesystem& fs, const Inode& inode, What what = What::close) {
            "sealfs: a close could not be journalled (%s): if the daemon dies before its seal, the file "
            "stays hidden. Logged once.",
            written.error().message.c_str());
+}
+
+void record(Filesystem& fs, const Inode& inode, What what = What::close) {
+  const auto pfd = inode.path_fd();
+  if (pfd && pfd->valid()) record_by(fs, pfd->get(), inode, what);
 }
 
 }  // namespace
@@ -97,13 +102,22 @@ void start_seal_journal(Filesystem& fs) {
 
 void stop_seal_journal(Filesystem& fs) { fs.journal.reset(); }
 
-void journal_close(Filesystem& fs, const FileHandle& handle) {
+void journal_close(Filesystem& fs, FileHandle& handle) {
   if (!fs.journal || !handle.tracked || !handle.inode) return;
   const HandleEnd end = handle.life.end();
   if (end.abandoned) return;
   const Inode& inode = *handle.inode;
   if (!fs.writers.last_writer_seals(inode.dev, inode.ino, end.changed || end.made)) return;
-  record(fs, inode);
+  // The handle's own descriptor, never the inode's O_PATH one: that would
+  // attach every detached inode again, and a process that holds thousands
+  // of files open flushes them all at once when it forks and execs (each
+  // O_CLOEXEC close is a FLUSH), which ran the daemon out of descriptors. A
+  // parked handle (descriptors ran out) is not journalled: descriptors are
+  // what is short then, and a daemon killed before its seal leaves that file
+  // hidden, as without a journal.
+  std::shared_lock lock(handle.park_mu);
+  if (handle.parked || !handle.fd.valid()) return;
+  record_by(fs, handle.fd.get(), inode, What::close);
 }
 
 void journal_deferred(Filesystem& fs, const Inode& inode) {

@@ -27,8 +27,9 @@ void stop_seal_journal(Filesystem& fs);
 // A FLUSH of handle, after its closer and flush are noted in handle.life:
 // when the closer closes normally, handle is the file's only write handle and
 // the file needs a seal, the close is journalled before the FLUSH is
-// answered (R4). One fstat, the file's path and one write.
-void journal_close(Filesystem& fs, const FileHandle& handle);
+// answered (R4). One fstat, the file's path and one write, through the
+// handle's own descriptor; a parked handle is not journalled.
+void journal_close(Filesystem& fs, FileHandle& handle);
 // A seal about to wait (DeferredSeals) for a file whose close is not
 // journalled yet (without OPEN, the FLUSH that ends it is this request).
 void journal_deferred(Filesystem& fs, const Inode& inode);
