@@ -425,10 +425,17 @@ Status Records::unlist(const EntryRoot& entry, std::string_view key) const {
 }
 
 Status Records::list_record(const EntryRoot& entry, std::string_view key, const FileRecord& rec,
-                            const Manifest& extras) const {
+                            const Manifest& extras, const struct stat* still_at) const {
   return edit_manifest(
       entry.fd.get(), entry.st, kDirManifest, entry.rel,
       [&](Manifest& m) {
+        if (still_at != nullptr) {
+          auto [parent_rel, name] = split_parent(key);
+          auto parent = open_beneath(entry.fd.get(), parent_rel, O_PATH | O_DIRECTORY);
+          auto now = parent ? stat_at(parent->get(), name) : Result<struct stat>(parent.error());
+          if (!now || !same_object(*now, *still_at))
+            return Status(make_error(ENOENT, std::string(key) + ": moved before its record was written"));
+        }
         drop_records(m, key);
         m.files[std::string(key)] = rec;
         merge_extras(m, extras);
@@ -454,6 +461,15 @@ Status Records::seal_at(const DirContext& ctx, int dir_fd, std::string_view name
   if (same_as != nullptr &&
       (rec->symlink || rec->size != same_as->size || (rec->sha256 && rec->sha256 != same_as->sha256)))
     return make_error(EAGAIN, rel + ": changed since its other name was sealed");
+  // Another name of a file sealed through one name: nothing holds that
+  // name's directory, so a rename may move it out of its entry meanwhile
+  // (and unlist it); its record is then written only where it still is.
+  std::optional<struct stat> other_name;
+  if (same_as != nullptr) {
+    auto st = stat_at(dir_fd, name);
+    if (!st) return st.error();
+    other_name = *st;
+  }
   if (auto crash = policy_.step(seal_steps::kDigested)) return *crash;
   if (links != nullptr && !rec->symlink) {
     // Before this name's record: a crash in between leaves this name stale
@@ -464,7 +480,8 @@ Status Records::seal_at(const DirContext& ctx, int dir_fd, std::string_view name
                    noted.error().message.c_str());
   }
   if (ctx.entry) {
-    if (Status s = list_record(*ctx.entry, how.key, *rec, extras); !s) return s;
+    if (Status s = list_record(*ctx.entry, how.key, *rec, extras, other_name ? &*other_name : nullptr); !s)
+      return s;
   } else {
     if (Status s = write_sidecar(dir_fd, ctx.rel, name, *rec, std::nullopt, &extras); !s) return s;
     if (Status s = policy_.sync_directory(dir_fd); !s) return s;

@@ -101,9 +101,11 @@ class Records {
   // The entry's manifest without key (and without anything below it).
   Status unlist(const EntryRoot& entry, std::string_view key) const;
   // The entry's manifest with key recorded as rec (replacing what was there)
-  // and extras' validator sections merged in.
+  // and extras' validator sections merged in. With still_at, only while key
+  // (below the entry's root) still leads to that object, checked under the
+  // manifest's lock: ENOENT, and nothing written, once it moved away.
   Status list_record(const EntryRoot& entry, std::string_view key, const FileRecord& rec,
-                     const Manifest& extras) const;
+                     const Manifest& extras, const struct stat* still_at = nullptr) const;
   // Writes the sidecar of dir_fd/name recording `record` (and `accept`);
   // dir_rel: dir_fd's path below the root (what the MAC binds).
   // source: the file about to take that name (a publish writes the sidecar
