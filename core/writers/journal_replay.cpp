@@ -12,12 +12,15 @@
 #include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "core/base/result.hpp"
 #include "core/base/stamp.hpp"
 #include "core/base/unique_fd.hpp"
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"
+#include "core/store/store.hpp"
+#include "core/writers/seal_journal.hpp"
 
 namespace sealfs {
 namespace {

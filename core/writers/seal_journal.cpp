@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "core/base/result.hpp"
+#include "core/base/unique_fd.hpp"
 #include "core/layout/names.hpp"
 
 namespace sealfs {

@@ -7,11 +7,14 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/base/result.hpp"
 #include "core/base/unique_fd.hpp"
 #include "core/layout/names.hpp"
 #include "core/store/offline.hpp"
+#include "core/store/quarantine_report.hpp"
+#include "core/store/store.hpp"
 #include "core/writers/journal_replay.hpp"
 #include "core/writers/seal_journal.hpp"
 #include "fs/cli/commands.hpp"

@@ -4,8 +4,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <memory>
-#include <mutex>
 #include <shared_mutex>
 #include <string>
 #include <utility>
@@ -14,7 +15,10 @@
 #include "core/base/stamp.hpp"
 #include "core/writers/journal_replay.hpp"
 #include "core/writers/seal_journal.hpp"
+#include "fs/fuse/file_handle.hpp"
+#include "fs/fuse/filesystem.hpp"
 #include "fs/fuse/handle_life.hpp"
+#include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/writer_tracking.hpp"
 
 namespace sealfs::fuse {
