@@ -68,7 +68,7 @@ KNOWN_FAILURES: dict[str, dict[int, str]] = {
     # answers ok where plain says ENOTEMPTY (seeds 1, 7: seed 1 under ASan
     # only), so they stay listed until that is fixed.
     "entry": {
-        1: "op 207 rmdir: plain ENOTEMPTY, sealfs ok (flaky: under ASan, 1 run of 1)",
+        1: "op 207 rmdir: plain ENOTEMPTY, sealfs ok (under ASan 2 runs of 2; release passes it)",
         2: "op 223 truncate: plain ok, sealfs EBUSY (passes since hard links follow the inode)",
         3: "fsck: kernels/k: d1/d1/f1 is 15079 bytes, manifest says 557 (flaky)",
         5: "op 291 link: plain ok, sealfs ENOENT (flaky)",
