@@ -18,18 +18,17 @@
 #include "core/base/metrics.hpp"
 #include "core/layout/paths.hpp"
 #include "core/store/quarantine.hpp"
+#include "tests/support/quarantine_root.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace sealfs::test {
 namespace {
 
-class QuarantineReportTest : public ::testing::Test {
+class QuarantineReportTest : public QuarantineRootTest {
  protected:
+  QuarantineReportTest() : QuarantineRootTest("sealfs-quarantine-report") {}
   void SetUp() override {
-    make_dirs(tmp_ / ".sealfs/quarantine");
-    int raw = ::open(tmp_.path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    ASSERT_GE(raw, 0);
-    root_.reset(raw);
+    QuarantineRootTest::SetUp();
     q_.emplace(root_.get(), 100, 1ull << 30, metrics_);
   }
 
@@ -67,9 +66,6 @@ class QuarantineReportTest : public ::testing::Test {
     return name;
   }
 
-  TempDir tmp_{"sealfs-quarantine-report"};
-  UniqueFd root_;
-  Metrics metrics_;
   std::optional<Quarantine> q_;  // over root_, once SetUp opened it
 };
 

@@ -17,19 +17,15 @@
 
 #include "core/layout/paths.hpp"
 #include "core/store/store.hpp"
+#include "tests/support/quarantine_root.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace sealfs::test {
 namespace {
 
-class QuarantineTest : public ::testing::Test {
+class QuarantineTest : public QuarantineRootTest {
  protected:
-  void SetUp() override {
-    make_dirs(tmp_ / ".sealfs/quarantine");
-    int raw = ::open(tmp_.path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    ASSERT_GE(raw, 0);
-    root_.reset(raw);
-  }
+  QuarantineTest() : QuarantineRootTest("sealfs-quarantine") {}
   Quarantine::Request request(const std::string& name) {
     struct stat st {};
     EXPECT_EQ(::fstatat(root_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW), 0) << name;
@@ -54,10 +50,6 @@ class QuarantineTest : public ::testing::Test {
     }
     return names;
   }
-
-  TempDir tmp_{"sealfs-quarantine"};
-  UniqueFd root_;
-  Metrics metrics_;
 };
 
 TEST_F(QuarantineTest, MovesObjectWithReasonAndCompanions) {
