@@ -15,11 +15,12 @@
 #include "core/base/stamp.hpp"
 #include "core/writers/journal_replay.hpp"
 #include "core/writers/seal_journal.hpp"
+#include "core/writers/writer_tracking.hpp"
 #include "fs/fuse/file_handle.hpp"
 #include "fs/fuse/filesystem.hpp"
 #include "fs/fuse/handle_life.hpp"
 #include "fs/fuse/inode_table.hpp"
-#include "fs/fuse/writer_tracking.hpp"
+#include "fs/fuse/writer_tasks.hpp"
 
 namespace sealfs::fuse {
 namespace {

@@ -17,6 +17,7 @@
 #include "core/base/result.hpp"
 #include "core/layout/known_names.hpp"
 #include "core/store/store.hpp"
+#include "core/writers/writer_tracking.hpp"
 #include "fs/fuse/close_journal.hpp"
 #include "fs/fuse/file_handles.hpp"
 #include "fs/fuse/handlers.hpp"
@@ -24,7 +25,6 @@
 #include "fs/fuse/page_push.hpp"
 #include "fs/fuse/parked_handles.hpp"
 #include "fs/fuse/request.hpp"
-#include "fs/fuse/writer_tracking.hpp"
 
 namespace sealfs::fuse {
 namespace {

@@ -15,13 +15,14 @@
 #include <vector>
 
 #include "core/base/result.hpp"
+#include "core/writers/writer_tracking.hpp"
 #include "fs/fuse/close_journal.hpp"
 #include "fs/fuse/fd_bufvec.hpp"
 #include "fs/fuse/file_handle.hpp"
 #include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/parked_handles.hpp"
 #include "fs/fuse/request.hpp"
-#include "fs/fuse/writer_tracking.hpp"
+#include "fs/fuse/writer_tasks.hpp"
 
 namespace sealfs::fuse {
 namespace {

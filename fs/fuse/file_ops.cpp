@@ -32,7 +32,7 @@
 #include "fs/fuse/page_push.hpp"
 #include "fs/fuse/passthrough.hpp"
 #include "fs/fuse/request.hpp"
-#include "fs/fuse/writer_tracking.hpp"
+#include "fs/fuse/writer_tasks.hpp"
 
 namespace sealfs::fuse {
 namespace {

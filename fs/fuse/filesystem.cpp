@@ -17,7 +17,7 @@
 #include "fs/fuse/descriptors.hpp"
 #include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/parked_handles.hpp"
-#include "fs/fuse/writer_tracking.hpp"
+#include "fs/fuse/writer_tasks.hpp"
 
 namespace sealfs::fuse {
 

@@ -21,6 +21,7 @@
 #include "core/store/store.hpp"
 #include "core/verify/verifier.hpp"
 #include "core/writers/seal_journal.hpp"
+#include "core/writers/writer_tracking.hpp"
 #include "fs/fuse/deferred_seals.hpp"
 #include "fs/fuse/file_handle.hpp"
 #include "fs/fuse/handle_table.hpp"
@@ -33,7 +34,6 @@
 #include "fs/fuse/page_push.hpp"
 #include "fs/fuse/passthrough.hpp"
 #include "fs/fuse/reaper.hpp"
-#include "fs/fuse/writer_tracking.hpp"
 
 namespace sealfs::fuse {
 

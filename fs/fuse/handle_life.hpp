@@ -7,7 +7,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "fs/fuse/writer_tracking.hpp"
+#include "core/writers/writer_tracking.hpp"
 
 namespace sealfs::fuse {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/base/result.hpp"
-#include "fs/fuse/writer_tracking.hpp"
+#include "fs/fuse/writer_tasks.hpp"
 
 namespace sealfs::fuse {
 

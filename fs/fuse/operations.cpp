@@ -14,7 +14,7 @@
 #include "fs/fuse/filesystem.hpp"
 #include "fs/fuse/handlers.hpp"
 #include "fs/fuse/passthrough.hpp"
-#include "fs/fuse/writer_tracking.hpp"
+#include "fs/fuse/writer_tasks.hpp"
 
 namespace sealfs::fuse {
 namespace {

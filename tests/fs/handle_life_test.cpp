@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-#include "fs/fuse/writer_tracking.hpp"
+#include "core/writers/writer_tracking.hpp"
 
 namespace sealfs::fuse {
 namespace {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "fs/fuse/filesystem.hpp"
-#include "fs/fuse/writer_tracking.hpp"
+#include "fs/fuse/writer_tasks.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace sealfs::fuse {

@@ -17,7 +17,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "fs/fuse/writer_tracking.hpp"
+#include "fs/fuse/writer_tasks.hpp"
 #include "tests/mount/mount_test_util.hpp"
 
 namespace sealfs::test {

@@ -63,7 +63,7 @@ TEST(NoOpen, AWriterThatDiesAbandonsOnlyWhatItChanged) {
 // An exec closes the O_CLOEXEC descriptors while it holds the kernel's exec
 // lock, which a read of the task's /proc/<tid>/stat waits for: a FLUSH
 // handler that read stat first never answered, and the exec never ended
-// (fs/fuse/writer_tracking.hpp closer_state_of). Both ways an exec meets a
+// (fs/fuse/writer_tasks.hpp closer_state_of). Both ways an exec meets a
 // write descriptor: the writer execs itself (its own close is the seal), and
 // a child it posix_spawns (vfork) closes its copy.
 class ExecWithAWriteDescriptor : public ::testing::TestWithParam<const char*> {};
