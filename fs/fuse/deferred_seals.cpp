@@ -7,6 +7,8 @@
 #include <mutex>
 #include <utility>
 
+#include "fs/fuse/running_thread.hpp"
+
 namespace sealfs::fuse {
 
 void DeferredSeals::start(std::chrono::milliseconds delay) {
@@ -14,7 +16,7 @@ void DeferredSeals::start(std::chrono::milliseconds delay) {
   if (running_) return;
   delay_ = delay;
   running_ = true;
-  thread_ = std::thread([this] { run(); });
+  thread_ = start_running_thread([this] { run(); });
 }
 
 bool DeferredSeals::post(Key key, Seal seal) {

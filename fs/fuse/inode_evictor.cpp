@@ -12,6 +12,7 @@
 #include "fs/fuse/descriptors.hpp"
 #include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/kernel_notices.hpp"
+#include "fs/fuse/running_thread.hpp"
 
 namespace sealfs::fuse {
 namespace {
@@ -46,7 +47,7 @@ void InodeEvictor::start(KernelNotices* notices, std::function<bool(const Inode&
   keep_ = std::move(keep);
   pressure_ = std::move(pressure);
   stopping_ = false;
-  thread_ = std::thread([this] { run(); });
+  thread_ = start_running_thread([this] { run(); });
 }
 
 void InodeEvictor::stop() {

@@ -12,6 +12,7 @@
 #include "core/store/store.hpp"
 #include "fs/fuse/inode_table.hpp"
 #include "fs/fuse/kernel_notices.hpp"
+#include "fs/fuse/running_thread.hpp"
 
 namespace sealfs::fuse {
 namespace {
@@ -48,7 +49,7 @@ void Invalidator::start(KernelNotices* notices) {
   std::lock_guard lock(mu_);
   notices_ = notices;
   stopping_ = false;
-  thread_ = std::thread([this] { run(); });
+  thread_ = start_running_thread([this] { run(); });
 }
 
 void Invalidator::stop() {

@@ -18,6 +18,7 @@
 
 #include "core/base/result.hpp"
 #include "core/base/unique_fd.hpp"
+#include "fs/fuse/running_thread.hpp"
 
 namespace sealfs::fuse {
 namespace {
@@ -93,7 +94,7 @@ Status write_file_replacing(const std::string& path, std::string_view text) {
 MetricsFile::MetricsFile(std::string path, std::chrono::milliseconds interval, Render render, Log log)
     : path_(std::move(path)), interval_(interval), render_(std::move(render)), log_(std::move(log)) {
   if (!log_) log_ = [](const std::string& line) { syslog(LOG_WARNING, "%s", line.c_str()); };
-  thread_ = std::thread([this] { run(); });
+  thread_ = start_running_thread([this] { run(); });
 }
 
 MetricsFile::~MetricsFile() {

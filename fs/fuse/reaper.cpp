@@ -4,6 +4,8 @@
 #include <mutex>
 #include <utility>
 
+#include "fs/fuse/running_thread.hpp"
+
 namespace sealfs::fuse {
 
 void Reaper::post(fuse_ino_t ino) {
@@ -19,7 +21,7 @@ void Reaper::start(std::function<void(fuse_ino_t)> end) {
   std::lock_guard lock(mu_);
   end_ = std::move(end);
   running_ = true;
-  thread_ = std::thread([this] { run(); });
+  thread_ = start_running_thread([this] { run(); });
 }
 
 void Reaper::stop() {
