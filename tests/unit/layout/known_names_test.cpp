@@ -101,11 +101,12 @@ TEST(KnownNames, ForgetDropsEveryName) {
   k.removed(kA, "f");  // harmless
 }
 
-TEST(KnownNames, AMillionNamesOfOneFileKeepOnlyTheNewest) {
+// 100,000 rather than a million: the bound shows as well, and the million
+// took 26 s under ASan (the sanitizer stage of .ci/run) on 2 cores.
+TEST(KnownNames, AHundredThousandNamesOfOneFileKeepOnlyTheNewest) {
   KnownNames k(4);
-  for (int i = 0; i < 1'000'000; ++i) k.seen(kFile, 2, kA, "n" + std::to_string(i));
-  EXPECT_EQ(names(k, kFile),
-            (std::vector<std::string>{"10/n999999", "10/n999998", "10/n999997", "10/n999996"}));
+  for (int i = 0; i < 100'000; ++i) k.seen(kFile, 2, kA, "n" + std::to_string(i));
+  EXPECT_EQ(names(k, kFile), (std::vector<std::string>{"10/n99999", "10/n99998", "10/n99997", "10/n99996"}));
   EXPECT_EQ(k.names(), 4u);
   // The dropped names no longer map to it either.
   k.seen(kOther, 2, kA, "n0");
