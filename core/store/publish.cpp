@@ -74,6 +74,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>  // renameat2
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -103,6 +104,30 @@ Status rename_at(int sd, std::string_view sn, int dd, std::string_view dn, unsig
   if (::renameat2(sd, std::string(sn).c_str(), dd, std::string(dn).c_str(), flags) != 0)
     return errno_error("rename " + std::string(sn) + " → " + std::string(dn));
   return {};
+}
+
+// The records listed under old_key's subtree of m whose path below base_fd
+// leads nowhere now, taken out of m, keyed by what follows old_key. A seal
+// of a file inside a directory being moved may write its record between the
+// move's unlist of the old keys and the rename itself (its check that the
+// key leads to the file passes then); after the rename that key names a
+// missing file and the entry would be hidden whole (fsmix entry seed 12).
+std::map<std::string, FileRecord> take_moved_records(Manifest& m, int base_fd, const std::string& old_key) {
+  std::map<std::string, FileRecord> taken;
+  for (auto it = m.files.begin(); it != m.files.end();) {
+    const std::string& k = it->first;
+    const bool below =
+        k == old_key ||
+        (k.size() > old_key.size() && k.compare(0, old_key.size(), old_key) == 0 && k[old_key.size()] == '/');
+    if (!below || open_beneath(base_fd, k, O_PATH | O_NOFOLLOW)) {
+      ++it;
+      continue;
+    }
+    m.accept.erase(k);
+    taken.emplace(k.substr(old_key.size()), std::move(it->second));
+    it = m.files.erase(it);
+  }
+  return taken;
 }
 
 // One rename: the visible source (sd/sn in sctx, judged sj) and where it goes.
@@ -286,12 +311,30 @@ Status Publisher::amend_dir(const Move& m, int src_fd) {
   if (Status u = unlist_source(m); !u) return u;
   if (Status r = m.rename(m.flags); !r) return r;
   if (auto crash = s_.policy.step(step::kRenamed)) return *crash;
+  // Records sealed meanwhile under the old keys (take_moved_records) follow
+  // the directory; from another entry's manifest they move across.
+  const bool same_manifest = m.sctx.entry && same_object(m.sctx.entry->st, entry.st);
+  const std::string old_key = m.sctx.entry ? m.sctx.entry_key(m.sn) : std::string();
+  std::map<std::string, FileRecord> late;
+  if (m.sctx.entry && !same_manifest) {
+    const EntryRoot& from = *m.sctx.entry;
+    Status taken = s_.records.edit_manifest(
+        from.fd.get(), from.st, kDirManifest, from.rel,
+        [&](Manifest& source) {
+          late = take_moved_records(source, from.fd.get(), old_key);
+          return late.empty() ? Status(make_error(EAGAIN, "nothing sealed meanwhile")) : Status{};
+        },
+        false);
+    if (!taken && taken.code() != EAGAIN) return taken;
+  }
   Status amended = s_.records.edit_manifest(
       entry.fd.get(), entry.st, kDirManifest, entry.rel,
       [&](Manifest& into) {
+        if (same_manifest) late = take_moved_records(into, entry.fd.get(), old_key);
         drop_records(into, key);
         for (const auto& [k, r] : records->files) into.files[k] = r;
         merge_extras(into, *records);
+        for (const auto& [below, r] : late) into.files[key + below] = r;  // newer than records_for_tree's
         return Status{};
       },
       false);

@@ -461,14 +461,17 @@ Status Records::seal_at(const DirContext& ctx, int dir_fd, std::string_view name
   if (same_as != nullptr &&
       (rec->symlink || rec->size != same_as->size || (rec->sha256 && rec->sha256 != same_as->sha256)))
     return make_error(EAGAIN, rel + ": changed since its other name was sealed");
-  // Another name of a file sealed through one name: nothing holds that
-  // name's directory, so a rename may move it out of its entry meanwhile
-  // (and unlist it); its record is then written only where it still is.
-  std::optional<struct stat> other_name;
-  if (same_as != nullptr) {
+  // Nothing holds the directories above the file while it is hashed, so a
+  // rename may move one of them (rewriting the manifest's keys below it, or
+  // taking it out of the entry): the record is written only while its key
+  // still leads to the file, checked under the manifest's lock, or the entry
+  // would list a name that is missing (fsmix entry seed 12). ENOENT then:
+  // the caller places the file again (StorePublishing::seal).
+  std::optional<struct stat> sealed_object;
+  if (ctx.entry) {
     auto st = stat_at(dir_fd, name);
     if (!st) return st.error();
-    other_name = *st;
+    sealed_object = *st;
   }
   if (auto crash = policy_.step(seal_steps::kDigested)) return *crash;
   if (links != nullptr && !rec->symlink) {
@@ -480,8 +483,7 @@ Status Records::seal_at(const DirContext& ctx, int dir_fd, std::string_view name
                    noted.error().message.c_str());
   }
   if (ctx.entry) {
-    if (Status s = list_record(*ctx.entry, how.key, *rec, extras, other_name ? &*other_name : nullptr); !s)
-      return s;
+    if (Status s = list_record(*ctx.entry, how.key, *rec, extras, &*sealed_object); !s) return s;
   } else {
     if (Status s = write_sidecar(dir_fd, ctx.rel, name, *rec, std::nullopt, &extras); !s) return s;
     if (Status s = policy_.sync_directory(dir_fd); !s) return s;

@@ -49,26 +49,16 @@ Result<ClosedFile> closed_file(const Store::Impl& s, int path_fd, PlaceHint hint
   return ClosedFile(std::move(*where));
 }
 
-}  // namespace
-
-Status StorePublishing::seal(int path_fd, PlaceHint hint) {
-  Impl& s = *impl_;
-  DeferredInvalidations held(s.consequences);
-  auto closed = closed_file(s, path_fd, hint);
-  if (!closed) return closed.error();
-  if (!*closed) return {};
-  auto& [placed, ctx] = **closed;
-  std::optional<FileRecord> record;  // none when it waits for space
-  Status sealed = seal_with_room(s, ctx, placed, &record);
-  if (!sealed) return sealed;
-  s.metrics.seals.fetch_add(1, std::memory_order_relaxed);
+// After the seal of placed (record: what it holds; none when the seal waits
+// for space).
+void seal_other_names(Store::Impl& s, const Placed& placed, const std::optional<FileRecord>& record) {
   // R4, a file is an inode: every manifest that lists another of its names
   // (in another directory, another entry) is amended as well, by that
   // name's own rules and only with the content just sealed (checked again:
   // a file written a moment ago is too recent for the digest cache, so a
   // hard-linked file costs a hash per name). A name left out here is brought
   // up to date from the inode's record when judged.
-  if (!record) return {};
+  if (!record) return;
   for (auto& [other, other_ctx] : s.places.other_places(placed.st, placed.rel)) {
     if (other_ctx.is_volatile || s.profile.is_volatile(other.rel)) continue;
     Status also = seal_with_room(s, other_ctx, other, nullptr, &*record);
@@ -77,7 +67,30 @@ Status StorePublishing::seal(int path_fd, PlaceHint hint) {
                    "sealfs: %s, another name of %s, not amended now (%s): judged again at its lookup\n",
                    other.rel.c_str(), placed.rel.c_str(), also.error().message.c_str());
   }
-  return {};
+}
+
+}  // namespace
+
+Status StorePublishing::seal(int path_fd, PlaceHint hint) {
+  Impl& s = *impl_;
+  DeferredInvalidations held(s.consequences);
+  // A directory above the file renamed while it was hashed: its record was
+  // not written (Records::seal_at, ENOENT), and the file is placed again from
+  // its descriptor. Each try needs another rename to fail.
+  constexpr int kTries = 8;
+  for (int tries = 1;; ++tries) {
+    auto closed = closed_file(s, path_fd, hint);
+    if (!closed) return closed.error();
+    if (!*closed) return {};
+    auto& [placed, ctx] = **closed;
+    std::optional<FileRecord> record;  // none when it waits for space
+    Status sealed = seal_with_room(s, ctx, placed, &record);
+    if (!sealed && sealed.code() == ENOENT && tries < kTries) continue;
+    if (!sealed) return sealed;
+    s.metrics.seals.fetch_add(1, std::memory_order_relaxed);
+    seal_other_names(s, placed, record);
+    return {};
+  }
 }
 
 Status StorePublishing::abandon(int path_fd, PlaceHint hint) {
