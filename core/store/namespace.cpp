@@ -238,12 +238,13 @@ Status StoreNamespace::rmdir(int dir_fd, std::string_view name, pid_t caller) {
             blocked = (*cj).error();
           else if (cj != nullptr && (*cj)->verdict == Verdict::visible)
             blocked = make_error(ENOTEMPTY, ctx->child_rel(name) + " is not empty");
-          else if (cj != nullptr && (*cj)->verdict == Verdict::invalid_entry)
+          else if (cj != nullptr && ((*cj)->verdict == Verdict::invalid_entry || (*cj)->transient))
             // The entry was valid when the directory was judged and is not
-            // now: it changed in between (a seal rewriting its manifest).
-            // Its files are no leftovers of this directory; deleting them
-            // lost a file just written (fsmix entry seed 1). A plain
-            // directory holding them says the same.
+            // now, or the child changed while it was judged: it changed in
+            // between (a seal rewriting a manifest). Such a child is no
+            // leftover of this directory; deleting it lost a file just
+            // written (fsmix entry seed 1). A plain directory holding it
+            // says the same.
             blocked = make_error(ENOTEMPTY, ctx->child_rel(name) + " is not empty (its entry changed)");
           else if (cj == nullptr || (*cj)->verdict != Verdict::absent)
             leftovers.push_back(c.name);
