@@ -14,6 +14,7 @@
 #include <string_view>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "core/base/result.hpp"
 #include "core/cuda/cuda.hpp"
@@ -58,8 +59,10 @@ constexpr std::array<std::string_view, 2> kForcedOff = {"dev", "suid"};
 // O_NOATIME. Every other rule libfuse and mount(8) know is accepted, as every
 // FUSE mount accepts it, for fstab lines and scripts that name one
 // (xfstests' cycle mounts): what it asks of B is B's mount rule to give.
-// They are not passed on: libfuse before 3.17 refuses all but atime and
-// noatime, and the kernel would ignore them. sealfs(8) says each.
+// They are not passed on: libfuse 3.14 refuses all but atime and noatime,
+// and the kernel would ignore them. sealfs(8) says each. atime itself is
+// not passed on either: it is the kernel's default (no MS_NOATIME), libfuse
+// 3.17 refuses it ("unknown option"), and it only undoes an earlier noatime.
 constexpr std::array<std::string_view, 8> kAtimeAsBacking = {"relatime",      "norelatime", "strictatime",
                                                              "nostrictatime", "diratime",   "nodiratime",
                                                              "lazytime",      "nolazytime"};
@@ -193,10 +196,13 @@ Status apply_mount_option(const Option& opt, MountOptions& o) {
   } else if (opt.has_value && contains(kConnValued, key)) {
     if (auto n = parse_count(key, opt.value); !n) return n.error();
     o.conn_options.emplace_back(opt.text);
+  } else if (!opt.has_value && (key == "atime" || key == "noatime")) {
+    o.noatime = key == "noatime";  // the last one wins, as in mount(8)
+    std::erase(o.fuse_options, std::string("noatime"));
+    if (o.noatime) o.fuse_options.emplace_back("noatime");
   } else if (!opt.has_value && contains(kFuseFlags, key)) {
     if (key == "allow_other") o.allow_other = true;
     if (key == "ro" || key == "rw") o.read_only = key == "ro";
-    if (key == "atime" || key == "noatime") o.noatime = key == "noatime";
     if (key == "debug")
       o.debug = true;
     else
