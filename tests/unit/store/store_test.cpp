@@ -212,53 +212,61 @@ TEST_F(StoreTest, FilesAboveTheProfilesMaxSizeAreNeverHashed) {
   EXPECT_FALSE(exists_nofollow(B("c/big")));
 }
 
-// A directory of an entry renamed while a file below it is hashed for its
-// seal (fsmix entry seed 12). The seal's record used to be written under the
-// file's old path after the rename had moved the keys: the entry listed a
-// missing file and was hidden whole. Now the record follows the file.
-TEST_F(StoreTest, ADirectoryRenamedWhileAFileBelowItIsSealedKeepsTheEntry) {
-  publish_entry("k", {{"d2/d0/f3", "old"}, {"d0/x", "x"}});
-  struct stat st {};
-  ASSERT_EQ(::stat(B("c/k/d2/d0/f3").c_str(), &st), 0);
-  add_writer(st);  // written through M: in progress until its seal
-  write_file(B("c/k/d2/d0/f3"), "written in place");
+// A seal racing a move of the directory above the file, inside the entry
+// c/k: d2/d0/f3 written in place (in progress until its seal), d2 moved to
+// d0/d2 (fsmix entry seed 12). The record must follow the file.
+class SealDuringDirMoveTest : public StoreTest {
+ protected:
+  // c/k published, d2/d0/f3 written through M; returns its O_PATH fd.
+  UniqueFd written_in_place() {
+    publish_entry("k", {{"d2/d0/f3", "old"}, {"d0/x", "x"}});
+    struct stat st {};
+    EXPECT_EQ(::stat(B("c/k/d2/d0/f3").c_str(), &st), 0);
+    add_writer(st);
+    write_file(B("c/k/d2/d0/f3"), "written in place");
+    return UniqueFd(::open(B("c/k/d2/d0/f3").c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  }
+  Status move_dir() { return rename("c/k/d2", "c/k/d0/d2"); }
+  // The entry still shows both files, and lists the file at its new key only.
+  void expect_record_followed_the_file() {
+    EXPECT_EQ(read_visible("c/k/d0/d2/d0/f3"), "written in place");
+    EXPECT_EQ(read_visible("c/k/d0/x"), "x");
+    UniqueFd k = dir("c/k");
+    auto m = read_manifest_at(k.get(), ".sealfs-manifest");
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    EXPECT_EQ(m->manifest.files.count("d2/d0/f3"), 0u);
+    ASSERT_EQ(m->manifest.files.count("d0/d2/d0/f3"), 1u);
+    EXPECT_EQ(m->manifest.files.at("d0/d2/d0/f3").sha256, sha256_of("written in place"));
+  }
+};
+
+// The directory moved while the file was hashed: the record used to be
+// written under the old key after the move had rewritten the keys, and the
+// entry, listing a missing file, was hidden whole.
+TEST_F(SealDuringDirMoveTest, MovedWhileTheFileIsHashed) {
+  UniqueFd f = written_in_place();
+  ASSERT_TRUE(f);
   bool renamed = false;
   options().fault_hook = [&](std::string_view step) {
     if (step == seal_steps::kDigested && !renamed) {
       renamed = true;
-      Status moved = rename("c/k/d2", "c/k/d0/d2");
+      Status moved = move_dir();
       EXPECT_TRUE(moved.ok()) << moved.error().message;
     }
     return false;
   };
   open_store();
-  UniqueFd f(::open(B("c/k/d2/d0/f3").c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
-  ASSERT_TRUE(f);
   Status sealed = store().seal(f.get());
   EXPECT_TRUE(sealed.ok()) << sealed.error().message;
   clear_writers();
   ASSERT_TRUE(renamed);
-  EXPECT_EQ(read_visible("c/k/d0/d2/d0/f3"), "written in place");
-  EXPECT_EQ(read_visible("c/k/d0/x"), "x");
-  UniqueFd k = dir("c/k");
-  auto m = read_manifest_at(k.get(), ".sealfs-manifest");
-  ASSERT_TRUE(m.ok()) << m.error().message;
-  EXPECT_EQ(m->manifest.files.count("d2/d0/f3"), 0u);
-  ASSERT_EQ(m->manifest.files.count("d0/d2/d0/f3"), 1u);
-  EXPECT_EQ(m->manifest.files.at("d0/d2/d0/f3").sha256, sha256_of("written in place"));
+  expect_record_followed_the_file();
 }
 
-// The other side of that race: the seal's record written after the move
-// had dropped the directory's old keys but before the rename itself. The
-// key then named a missing file once the rename was done; now the move
-// carries it to the directory's new place.
-TEST_F(StoreTest, AFileSealedWhileItsDirectoryIsBeingMovedKeepsTheEntry) {
-  publish_entry("k", {{"d2/d0/f3", "old"}, {"d0/x", "x"}});
-  struct stat st {};
-  ASSERT_EQ(::stat(B("c/k/d2/d0/f3").c_str(), &st), 0);
-  add_writer(st);
-  write_file(B("c/k/d2/d0/f3"), "written in place");
-  UniqueFd f(::open(B("c/k/d2/d0/f3").c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+// The seal's record written after the move had dropped the directory's old
+// keys but before the rename itself: the move now carries it along.
+TEST_F(SealDuringDirMoveTest, SealedBetweenTheMovesUnlistAndItsRename) {
+  UniqueFd f = written_in_place();
   ASSERT_TRUE(f);
   bool sealed_between = false;
   options().fault_hook = [&](std::string_view step) {
@@ -271,17 +279,10 @@ TEST_F(StoreTest, AFileSealedWhileItsDirectoryIsBeingMovedKeepsTheEntry) {
     return false;
   };
   open_store();
-  Status moved = rename("c/k/d2", "c/k/d0/d2");
+  Status moved = move_dir();
   ASSERT_TRUE(moved.ok()) << moved.error().message;
   ASSERT_TRUE(sealed_between);
-  EXPECT_EQ(read_visible("c/k/d0/d2/d0/f3"), "written in place");
-  EXPECT_EQ(read_visible("c/k/d0/x"), "x");
-  UniqueFd k = dir("c/k");
-  auto m = read_manifest_at(k.get(), ".sealfs-manifest");
-  ASSERT_TRUE(m.ok()) << m.error().message;
-  EXPECT_EQ(m->manifest.files.count("d2/d0/f3"), 0u);
-  ASSERT_EQ(m->manifest.files.count("d0/d2/d0/f3"), 1u);
-  EXPECT_EQ(m->manifest.files.at("d0/d2/d0/f3").sha256, sha256_of("written in place"));
+  expect_record_followed_the_file();
 }
 
 TEST_F(StoreTest, LongNamesGetHashedSidecars) {
