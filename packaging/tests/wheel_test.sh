@@ -54,8 +54,8 @@ phase "cmake --workflow --preset wheel"
 (cd "$src" && cmake --workflow --preset wheel) >"$work/build.log" 2>&1 || {
   tail -40 "$work/build.log"; fail "the wheel did not build"; }
 version=$(sed -n 's/^project(sealfs VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
-set -- "$src"/build/wheel/packaging/wheel/dist/sealfs-*.whl
-[ $# = 1 ] && [ -f "$1" ] || fail "expected one wheel in build/wheel/packaging/wheel/dist, found: $*"
+set -- "$src"/build/package/packaging/wheel/dist/sealfs-*.whl
+[ $# = 1 ] && [ -f "$1" ] || fail "expected one wheel in build/package/packaging/wheel/dist, found: $*"
 wheel=$1
 name=$(basename "$wheel")
 echo "   $name ($(du -k "$wheel" | cut -f1) KiB)"
