@@ -41,7 +41,7 @@ void WriterTracking::finished(dev_t dev, ino_t ino) {
   auto it = files_.find({dev, ino});
   if (it == files_.end()) return;
   if (it->second.sealing > 0) --it->second.sealing;
-  if (it->second.writers == 0 && it->second.sealing == 0) files_.erase(it);
+  erase_if_idle(it);
 }
 
 void WriterTracking::resumed(dev_t dev, ino_t ino) {
@@ -57,7 +57,12 @@ void WriterTracking::cancelled(dev_t dev, ino_t ino) {
   auto it = files_.find({dev, ino});
   if (it == files_.end()) return;
   if (it->second.writers > 0) --it->second.writers;
-  if (it->second.writers == 0 && it->second.sealing == 0) files_.erase(it);
+  erase_if_idle(it);
+}
+
+void WriterTracking::erase_if_idle(std::map<Key, State>::iterator it) {
+  const State& s = it->second;
+  if (s.writers == 0 && s.sealing == 0 && s.changing == 0) files_.erase(it);
 }
 
 bool WriterTracking::last_writer_seals(dev_t dev, ino_t ino, bool handle_changes) const {
@@ -70,16 +75,52 @@ bool WriterTracking::last_writer_seals(dev_t dev, ino_t ino, bool handle_changes
 bool WriterTracking::in_progress(dev_t dev, ino_t ino) const {
   std::lock_guard lock(mu_);
   auto it = files_.find({dev, ino});
-  return it != files_.end() && (it->second.writers > 0 || it->second.sealing > 0);
+  return it != files_.end() && (it->second.writers > 0 || it->second.sealing > 0 || it->second.changing > 0);
 }
 
 std::size_t WriterTracking::in_progress_count() const {
   std::lock_guard lock(mu_);
   std::size_t n = 0;
   for (const auto& [key, state] : files_)
-    if (state.writers > 0 || state.sealing > 0) ++n;
+    if (state.writers > 0 || state.sealing > 0 || state.changing > 0) ++n;
   return n;
 }
+
+WriterTracking::Change WriterTracking::changing(dev_t dev, ino_t ino) {
+  std::lock_guard lock(mu_);
+  ++files_[{dev, ino}].changing;
+  Change c;
+  c.owner_ = this;
+  c.key_ = {dev, ino};
+  return c;
+}
+
+void WriterTracking::Change::end() {
+  if (owner_ == nullptr) return;
+  {
+    std::lock_guard lock(owner_->mu_);
+    auto it = owner_->files_.find(key_);
+    if (it != owner_->files_.end()) {
+      if (it->second.changing > 0) --it->second.changing;
+      owner_->erase_if_idle(it);
+    }
+  }
+  owner_ = nullptr;
+}
+
+WriterTracking::Change::Change(Change&& other) noexcept
+    : owner_(std::exchange(other.owner_, nullptr)), key_(other.key_) {}
+
+WriterTracking::Change& WriterTracking::Change::operator=(Change&& other) noexcept {
+  if (this != &other) {
+    end();
+    owner_ = std::exchange(other.owner_, nullptr);
+    key_ = other.key_;
+  }
+  return *this;
+}
+
+WriterTracking::Change::~Change() { end(); }
 
 WriterTracking::Hold WriterTracking::hold(std::vector<Key> keys) {
   std::erase(keys, Key{0, 0});

@@ -59,6 +59,28 @@ class WriterTracking {
   // records such a close before FLUSH returns.
   bool last_writer_seals(dev_t dev, ino_t ino, bool handle_changes) const;
   bool in_progress(dev_t dev, ino_t ino) const;
+
+  // A change of the file's content that no write handle makes (a truncate
+  // by path, which seals at once): the file is in progress for the life of
+  // the returned object, so that a lookup through another of its names
+  // between the truncate and its seal (the manifests of its other names
+  // amended last) finds it being written, not damaged (fsmix multi seed 8).
+  class Change {
+   public:
+    Change() = default;
+    Change(Change&& other) noexcept;
+    Change& operator=(Change&& other) noexcept;
+    Change(const Change&) = delete;
+    Change& operator=(const Change&) = delete;
+    ~Change();
+
+   private:
+    friend class WriterTracking;
+    void end();
+    WriterTracking* owner_ = nullptr;
+    Key key_{0, 0};
+  };
+  [[nodiscard]] Change changing(dev_t dev, ino_t ino);
   // How many files are in progress now (the status gauge).
   std::size_t in_progress_count() const;
 
@@ -93,9 +115,13 @@ class WriterTracking {
   struct State {
     unsigned writers = 0;
     unsigned sealing = 0;    // seals/abandons under way after a last release
+    unsigned changing = 0;   // changes without a handle under way (Change)
     bool changed = false;    // made or changed by a handle: needs a seal
     bool abandoned = false;  // a changing handle was abandoned
   };
+  // Under mu_: forgets a file no one writes, seals or changes.
+  void erase_if_idle(std::map<Key, State>::iterator it);
+
   mutable std::mutex mu_;
   std::map<Key, State> files_;
   std::mutex gate_mu_;

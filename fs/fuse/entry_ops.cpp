@@ -177,6 +177,10 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
     // middle of its hash would fail the seal.
     settle_seals(fs, {{inode->dev, inode->ino}});
     auto gate = fs.writers.hold(inode->dev, inode->ino);
+    // A size change is content: in progress until its seal has amended
+    // every name's manifest (by path it seals at once; by handle it is).
+    WriterTracking::Change change;
+    if ((to_set & FUSE_SET_ATTR_SIZE) != 0) change = fs.writers.changing(inode->dev, inode->ino);
     inode->changed_here();  // a size or times set here: the kernel's pages stay right
     if (Status s = change_attributes(*fs.store, *inode, held.handle.get(), *attr, to_set); !s)
       return reply_error(req, s.error());

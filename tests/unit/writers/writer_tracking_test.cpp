@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <utility>
 
 namespace sealfs {
 namespace {
@@ -28,6 +29,34 @@ TEST(WriterTrackingTest, InProgressUntilTheSealAfterTheLastRelease) {
   EXPECT_EQ(*last, LastClose::seal);
   EXPECT_TRUE(w.in_progress(1, 2));  // still, while sealing
   w.finished(1, 2);
+  EXPECT_FALSE(w.in_progress(1, 2));
+}
+
+// A truncate by path has no handle: the file is in progress for as long as
+// the change (its truncate and seal) lasts, and no longer; a writer's state
+// is not touched by it.
+TEST(WriterTrackingTest, AChangeWithoutAHandleIsInProgressForItsLife) {
+  WriterTracking w;
+  {
+    auto change = w.changing(1, 2);
+    EXPECT_TRUE(w.in_progress(1, 2));
+    EXPECT_FALSE(w.in_progress(1, 3));
+    EXPECT_EQ(w.in_progress_count(), 1u);
+    auto moved = std::move(change);
+    EXPECT_TRUE(w.in_progress(1, 2));
+  }
+  EXPECT_FALSE(w.in_progress(1, 2));
+  EXPECT_EQ(w.in_progress_count(), 0u);
+
+  w.opened(1, 2);
+  {
+    auto change = w.changing(1, 2);
+    EXPECT_TRUE(w.last_writer_seals(1, 2, true)) << "the change is not a writer";
+    auto last = w.released(1, 2, kWrote);
+    ASSERT_TRUE(last.has_value());
+    w.finished(1, 2);
+    EXPECT_TRUE(w.in_progress(1, 2)) << "sealed, but the change is still under way";
+  }
   EXPECT_FALSE(w.in_progress(1, 2));
 }
 
