@@ -216,6 +216,53 @@ TEST_F(PublishTest, RenameIntoAnEntryAmendsItsManifest) {
   EXPECT_EQ(read_visible("c/d/x"), "x");
 }
 
+// R6 inside an entry: while a rename replaces a listed file (sealed, or
+// being written through M), the entry's manifest accepts both, whatever the
+// store had cached. A lookup right after the rename, before the new record
+// was listed, used to find the new file against the old record when the
+// entry's cached verdict had gone stale (a seal of another of its files
+// amended the manifest after the destination was judged) or the old file was
+// in progress, and condemned the whole entry (fsmix multi-entry seed 3).
+class ReplaceInEntryTest : public PublishTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(ReplaceInEntryTest, TheManifestAcceptsBothMeanwhile) {
+  const bool being_written = GetParam();
+  stage("tmp/s", {{"a", "old contents"}, {"b", "b"}});
+  ASSERT_TRUE(rename("tmp/s", "c/k").ok());
+  write_file(B("tmp/a"), "new");
+  bool seen_accept = false;
+  options().fault_hook = [&](std::string_view step) {
+    if (step == "dst_cleared") {
+      // Another file's seal amends the manifest after the destination was
+      // judged (the same records, a new manifest file): the verdict cached
+      // by that judgement no longer holds.
+      write_file(B("c/k/.sealfs-manifest.copy"), slurp(B("c/k/.sealfs-manifest")));
+      EXPECT_EQ(::rename(B("c/k/.sealfs-manifest.copy").c_str(), B("c/k/.sealfs-manifest").c_str()), 0);
+    }
+    if (step == "renamed") {
+      UniqueFd k = dir("c/k");
+      auto m = read_manifest_at(k.get(), ".sealfs-manifest");
+      seen_accept = m.ok() && m->manifest.accept.count("a") == 1 &&
+                    m->manifest.accept.at("a").sha256 == sha256_of("old contents") &&
+                    m->manifest.files.at("a").sha256 == sha256_of("new");
+    }
+    return false;
+  };
+  open_store();
+  struct stat old_st {};
+  ASSERT_EQ(::stat(B("c/k/a").c_str(), &old_st), 0);
+  if (being_written) add_writer(old_st);
+  ASSERT_TRUE(rename("tmp/a", "c/k/a").ok());
+  EXPECT_TRUE(seen_accept);
+  clear_writers();
+  EXPECT_TRUE(manifest_of("c/k").accept.empty());
+  EXPECT_EQ(read_visible("c/k/a"), "new");
+  EXPECT_EQ(read_visible("c/k/b"), "b");
+}
+
+INSTANTIATE_TEST_SUITE_P(OldFile, ReplaceInEntryTest, ::testing::Values(false, true),
+                         [](const auto& p) { return p.param ? "BeingWritten" : "Sealed"; });
+
 // An entry inside an entry is its own unit: a directory moved into an entry
 // is amended into it without what lies in an entry below it, and a change
 // inside the inner entry leaves the outer one valid.
