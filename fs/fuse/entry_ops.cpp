@@ -186,6 +186,8 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
       return reply_error(req, s.error());
     if ((to_set & FUSE_SET_ATTR_SIZE) == 0)  // R10: mode, owner and times are not sealed
       journal_attributes_set(fs, *inode, (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) != 0);
+    if ((to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) != 0)
+      note_metadata_change(fs, inode->dev, inode->ino);
     reply_attributes(req, fs, *inode);
   });
 }
@@ -239,6 +241,7 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* n
     const auto seen = inode->last_seen();
     auto found = fs.store->link(inode->path_fd()->get(), dir->path_fd()->get(), newname, seen.hint());
     if (!found) return reply_error(req, found.error());
+    note_metadata_change(fs, inode->dev, inode->ino);
     reply_entry(req, fs, std::move(*found), *dir, newname);  // a link keeps the object's owner
   });
 }
@@ -260,6 +263,7 @@ void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     if (s) {
       if (InodeRef inode = fs.inodes.find(removed.first, removed.second)) inode->unseen_at(*dir, name);
       fs.inodes.names()->removed(ObjectId{dir->dev, dir->ino}, name);
+      note_metadata_change(fs, removed.first, removed.second);
     }
     fuse_reply_err(req, s.code());
   });
@@ -293,6 +297,8 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
     auto gate = fs.writers.hold({moved, swapped});
     const Status renamed = fs.store->rename(sfd->get(), name, dfd->get(), newname, flags);
     if (renamed) {
+      note_metadata_change(fs, moved.first, moved.second);
+      note_metadata_change(fs, swapped.first, swapped.second);
       // The kernel keeps its names across a rename and looks nothing up:
       // the moved objects are seen where they went (Inode::seen_at).
       if (auto inode = fs.inodes.find(moved.first, moved.second)) inode->seen_at(*dst, newname);

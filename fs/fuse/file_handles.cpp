@@ -314,6 +314,14 @@ void settle_seals(Filesystem& fs, const std::vector<WriterTracking::Key>& keys) 
     if (key != WriterTracking::Key{0, 0}) fs.deferred.run_now(key);
 }
 
+void note_metadata_change(Filesystem& fs, dev_t dev, ino_t ino) {
+  const InodeRef inode = fs.inodes.find(dev, ino);
+  if (!inode || inode->directory) return;
+  const auto pfd = inode->path_fd();
+  if (!pfd || !pfd->valid()) return;
+  if (auto st = fs.store->attributes(pfd->get())) inode->metadata_changed_here(*st);
+}
+
 namespace {
 
 // Errors that say nothing about the file (out of descriptors, memory or
@@ -420,6 +428,16 @@ int unverified_errno(Filesystem& fs, FileHandle& handle) {
   {
     std::lock_guard lock(handle.stamp_mu);
     if (now == handle.verified) return 0;
+    // Only its ctime moved, to the one a link, unlink, rename, chmod or
+    // xattr through the mount left: the bytes are the ones verified (an
+    // open file whose name was removed reads on, as on a native filesystem).
+    const Stamp& was = handle.verified;
+    if (now.dev == was.dev && now.ino == was.ino && now.size == was.size &&
+        now.mtime.tv_sec == was.mtime.tv_sec && now.mtime.tv_nsec == was.mtime.tv_nsec &&
+        handle.inode->ctime_made_here(now.ctime)) {
+      handle.verified = now;
+      return 0;
+    }
   }
   auto fresh =
       fs.store->open_file(handle.inode->path_fd()->get(), O_RDONLY, handle.inode->last_seen().hint());

@@ -77,6 +77,10 @@ Result<UniqueFd> open_tracked(Filesystem& fs, const Inode& inode, int flags, boo
 // unlink, setattr) runs those of its files first, before it takes the gate.
 void take_over_seal(Filesystem& fs, dev_t dev, ino_t ino);
 void settle_seals(Filesystem& fs, const std::vector<WriterTracking::Key>& keys);
+// After a request through the mount changed only the metadata of the object
+// (dev, ino): its inode learns the ctime that change left (Inode::
+// metadata_changed_here), so that reads of its open handles go on.
+void note_metadata_change(Filesystem& fs, dev_t dev, ino_t ino);
 
 // The end of a file handle: close it and, when it was the last write handle
 // of its file, seal it or abandon it (R4) while holding the file's gate.

@@ -31,6 +31,18 @@ bool Inode::report(const struct stat& st) {
   return changed && !here;
 }
 
+void Inode::metadata_changed_here(const struct stat& st) {
+  if (st.st_dev != dev || st.st_ino != ino) return;
+  std::lock_guard lock(mu_);
+  own_ctime_ = st.st_ctim;
+}
+
+bool Inode::ctime_made_here(const struct timespec& ctime) const {
+  std::lock_guard lock(mu_);
+  return (own_ctime_.tv_sec != 0 || own_ctime_.tv_nsec != 0) && own_ctime_.tv_sec == ctime.tv_sec &&
+         own_ctime_.tv_nsec == ctime.tv_nsec;
+}
+
 namespace {
 // Directories deeper than this, all detached at once, are not opened
 // again (a cycle of stale places, left by renames behind the mount, ends

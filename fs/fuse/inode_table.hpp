@@ -149,6 +149,15 @@ class Inode : public std::enable_shared_from_this<Inode> {
   // A request through the mount changed the file (its pages are current).
   void changed_here() { changed_here_ = true; }
 
+  // A request through the mount changed the object's metadata only (a link,
+  // an unlink, a rename, a chmod or chown, an xattr): st is the object as it
+  // left it. A READ whose file differs from the stamp verified at open in
+  // that ctime alone reads on: the bytes are the ones verified, as a native
+  // filesystem serves an open file whose name was removed (R2 holds: size and
+  // mtime are the verified ones, and the new ctime is one this mount made).
+  void metadata_changed_here(const struct stat& st);
+  bool ctime_made_here(const struct timespec& ctime) const;
+
   // Used since the evictor last looked (a clock's reference bit): set by
   // every request that finds the inode, cleared by InodeTable::cold.
   void touch() {
@@ -179,6 +188,7 @@ class Inode : public std::enable_shared_from_this<Inode> {
   struct timespec reported_mtime_ {};
   off_t reported_size_ = 0;
   std::atomic<bool> changed_here_{false};
+  struct timespec own_ctime_ {};  // under mu_: the ctime of the last metadata change made here
   std::atomic<bool> used_{true};
   friend class InodeTable;
 };

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "core/base/result.hpp"
+#include "fs/fuse/file_handles.hpp"
 #include "fs/fuse/filesystem.hpp"
 #include "fs/fuse/handlers.hpp"
 #include "fs/fuse/inode_table.hpp"
@@ -79,7 +80,9 @@ void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* v
     InodeRef inode = inode_or_reply(req, ino);
     if (!inode) return;
     const std::string_view bytes(value, size);
-    reply_status(req, fs_of(req).store->set_xattr(inode->path_fd()->get(), name, bytes, flags));
+    const Status set = fs_of(req).store->set_xattr(inode->path_fd()->get(), name, bytes, flags);
+    if (set) note_metadata_change(fs_of(req), inode->dev, inode->ino);
+    reply_status(req, set);
   });
 }
 
@@ -87,7 +90,9 @@ void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   guarded(req, [&] {
     InodeRef inode = inode_or_reply(req, ino);
     if (!inode) return;
-    reply_status(req, fs_of(req).store->remove_xattr(inode->path_fd()->get(), name));
+    const Status removed = fs_of(req).store->remove_xattr(inode->path_fd()->get(), name);
+    if (removed) note_metadata_change(fs_of(req), inode->dev, inode->ino);
+    reply_status(req, removed);
   });
 }
 
