@@ -83,6 +83,7 @@
 
 #include "core/base/hide_reason.hpp"
 #include "core/base/result.hpp"
+#include "core/base/stamp.hpp"
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"
 #include "core/manifest/manifest.hpp"
@@ -304,7 +305,8 @@ Status Publisher::sync_parents(int sd, int dd) {
 Status Publisher::amend_dir(const Move& m, int src_fd) {
   const EntryRoot& entry = *m.dctx.entry;
   const std::string key = m.dctx.entry_key(m.dn);
-  auto records = s_.records.records_for_tree(src_fd, key, m.dst_rel());
+  std::map<std::string, Stamp> hashed;
+  auto records = s_.records.records_for_tree(src_fd, key, m.dst_rel(), &hashed);
   if (!records) return records.error();
   auto dj = clear_destination(m);
   if (!dj) return dj.error();
@@ -331,6 +333,9 @@ Status Publisher::amend_dir(const Move& m, int src_fd) {
       entry.fd.get(), entry.st, kDirManifest, entry.rel,
       [&](Manifest& into) {
         if (same_manifest) late = take_moved_records(into, entry.fd.get(), old_key);
+        // Under the manifest's lock: a seal of a file below, placed here
+        // from now on, writes after this (src_fd is the moved directory).
+        s_.records.refresh_records(src_fd, key, m.dst_rel(), hashed, *records);
         drop_records(into, key);
         for (const auto& [k, r] : records->files) into.files[k] = r;
         merge_extras(into, *records);
@@ -379,8 +384,10 @@ Status Publisher::publish_dir(const Move& m) {
     seal = !h->visible;
   }
   if (seal) {
-    auto records = s_.records.records_for_tree(src->fd.get(), "", m.dst_rel());
+    std::map<std::string, Stamp> hashed;
+    auto records = s_.records.records_for_tree(src->fd.get(), "", m.dst_rel(), &hashed);
     if (!records) return records.error();
+    s_.records.refresh_records(src->fd.get(), "", m.dst_rel(), hashed, *records);
     // A fresh manifest for the whole tree, whatever src held before, signed
     // for where it goes.
     Status w = s_.records.write_manifest(src->fd.get(), kDirManifest, std::move(*records), m.dst_rel());

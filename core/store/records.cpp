@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <functional>
 #include <future>
+#include <map>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -257,7 +258,8 @@ Result<FileRecord> Records::make_record(int dir_fd, std::string_view name, const
 // Records for every file under the directory src_fd, keyed by key_prefix +
 // path inside src; profile decisions use dst_rel + path. Data fsync'ed first.
 Result<Manifest> Records::records_for_tree(int src_fd, const std::string& key_prefix,
-                                           const std::string& dst_rel) const {
+                                           const std::string& dst_rel,
+                                           std::map<std::string, Stamp>* hashed) const {
   std::vector<std::string> paths;
   Status collected = collect_files(src_fd, "", 0, paths);
   if (!collected) return collected.error();
@@ -282,6 +284,8 @@ Result<Manifest> Records::records_for_tree(int src_fd, const std::string& key_pr
     how.validate = true;
     how.profile_rel = join_rel(dst_rel, p);
     how.key = join_rel(key_prefix, p);
+    if (hashed != nullptr)
+      if (auto before = stat_at(parent->get(), leaf)) (*hashed)[p] = Stamp::of(*before);
     auto rec = make_record(parent->get(), leaf, how, &m);
     if (!rec) return rec.error();
     m.files[how.key] = *rec;
@@ -292,6 +296,24 @@ Result<Manifest> Records::records_for_tree(int src_fd, const std::string& key_pr
   if (auto crash = policy_.step(publish_steps::kFilesSynced)) return *crash;
   if (auto crash = policy_.step(publish_steps::kValidated)) return *crash;
   return m;
+}
+
+void Records::refresh_records(int src_fd, const std::string& key_prefix, const std::string& dst_rel,
+                              const std::map<std::string, Stamp>& hashed, Manifest& records) const {
+  for (const auto& [p, was] : hashed) {
+    auto [parent_rel, leaf] = split_parent(p);
+    const std::string key = join_rel(key_prefix, p);
+    auto parent = open_beneath(src_fd, parent_rel, O_PATH | O_DIRECTORY);
+    auto now = parent ? stat_at(parent->get(), leaf) : Result<struct stat>(parent.error());
+    if (now && Stamp::of(*now) == was) continue;
+    records.files.erase(key);
+    if (!now) continue;
+    RecordOptions how;
+    how.validate = true;
+    how.profile_rel = join_rel(dst_rel, p);
+    how.key = key;
+    if (auto rec = make_record(parent->get(), leaf, how, &records)) records.files[key] = *rec;
+  }
 }
 
 Status Records::write_manifest(int dir_fd, std::string_view name, Manifest manifest, std::string_view place,

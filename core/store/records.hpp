@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@
 
 #include "core/base/metrics.hpp"
 #include "core/base/result.hpp"
+#include "core/base/stamp.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/profile.hpp"
 #include "core/store/dir_context.hpp"
@@ -67,9 +69,18 @@ class Records {
   // Records for every regular file and symlink under the directory src_fd,
   // keyed key_prefix/<path>, with profile decisions made for dst_rel/<path>:
   // data fsync'ed first (durability), validators run, digests taken.
-  // Crash points: files_synced, validated.
-  Result<Manifest> records_for_tree(int src_fd, const std::string& key_prefix,
-                                    const std::string& dst_rel) const;
+  // Crash points: files_synced, validated. hashed: where set, each path's
+  // stamp (below src_fd) as it was right before its record was made.
+  Result<Manifest> records_for_tree(int src_fd, const std::string& key_prefix, const std::string& dst_rel,
+                                    std::map<std::string, Stamp>* hashed = nullptr) const;
+  // After records_for_tree: each file whose stamp moved since it was hashed
+  // is recorded again as it is now (a directory's move holds the directory,
+  // not what it holds: a file in it may be written, closed and sealed at its
+  // old place meanwhile, and the moved tree's manifest must not list the
+  // bytes it held before; fsmix multi seed 7). A file gone, or changing still
+  // (its writer's seal will list it), loses its record.
+  void refresh_records(int src_fd, const std::string& key_prefix, const std::string& dst_rel,
+                       const std::map<std::string, Stamp>& hashed, Manifest& records) const;
 
   // Every manifest the store writes goes through here: signed for place
   // (manifest_mac.hpp) when there are keys, its MAC dropped when not, then

@@ -11,8 +11,8 @@ Modes (seeds, operations each; 2 to 3 minutes on 2 busy cores in all):
   multi    generic profile, 8 seeds, 3 processes × 200 operations each in a
            subtree of its own and one shared subtree;
   multi-entry  tilelang, 4 seeds, the same inside a published entry;
-  direct   only with FSMIX_DIRECT=1: generic, 10 seeds × 300 with O_DIRECT
-           writes in the mix (sealfs answers them EINVAL today).
+  direct   generic, 10 seeds × 300 with O_DIRECT writes in the mix, compared
+           with a plain directory as in single.
 Every mode also requires: nothing in B/.sealfs/quarantine, `sealfs fsck B`
 clean after the unmount, and a fresh mount of B showing the same tree (a
 file hidden at the next mount is data lost). See fsmix_check.py.
@@ -27,7 +27,6 @@ shrink` with the same options finds the fewest operations that still fail.
 
 from __future__ import annotations
 
-import os
 import time
 import unittest
 from dataclasses import replace
@@ -41,7 +40,7 @@ MODES = {
     "entry": (fc.Config(0, 300, "tilelang", entry=True), range(1, 13)),
     "multi": (fc.Config(0, 200, "generic", procs=3), range(1, 9)),
     "multi-entry": (fc.Config(0, 200, "tilelang", entry=True, procs=3), range(1, 5)),
-    # O_DIRECT writes too; only with FSMIX_DIRECT=1 until sealfs accepts them.
+    # O_DIRECT writes too (issue 38 point 7: sealfs accepts them).
     "direct": (fc.Config(0, 300, "generic", direct=True), range(1, 11)),
 }
 
@@ -144,7 +143,6 @@ class FsmixOnSealfs(sm.ScenarioTestCase):
     def test_multi_process_inside_an_entry(self) -> None:
         self.run_mode("multi-entry")
 
-    @unittest.skipUnless(os.environ.get("FSMIX_DIRECT") == "1", "O_DIRECT mode: set FSMIX_DIRECT=1")
     def test_direct_writes_vs_plain(self) -> None:
         self.run_mode("direct")
 

@@ -146,6 +146,13 @@ class StoreFixture : public ::testing::Test {
 
   // Every visible non-volatile object below rel, as the store shows it:
   // directories as "<dir>", files by content, symlinks as "-> target".
+  // The slots in B/.sealfs/quarantine.
+  std::size_t quarantine_slots() {
+    auto d = dir(".sealfs/quarantine");
+    auto names = read_dir(d.get());
+    return names ? names->size() : 0;
+  }
+
   std::map<std::string, std::string> snapshot(std::string_view rel = "") {
     std::map<std::string, std::string> out;
     snapshot_into(std::string(rel), out, 0);
@@ -185,7 +192,7 @@ class StoreFixture : public ::testing::Test {
 };
 
 // The store's own unit tests (tests/unit/store/store*_test.cpp): a
-// StoreFixture that can publish an entry and count quarantine slots.
+// StoreFixture that can publish an entry.
 class StoreTest : public StoreFixture {
  public:
   // Publishes tmp/<name> with files into c/<name> (c made as a container).
@@ -197,11 +204,6 @@ class StoreTest : public StoreFixture {
     stage("tmp/" + name, files);
     Status s = rename("tmp/" + name, "c/" + name);
     ASSERT_TRUE(s.ok()) << s.error().message;
-  }
-  std::size_t quarantine_slots() {
-    auto d = dir(".sealfs/quarantine");
-    auto names = read_dir(d.get());
-    return names ? names->size() : 0;
   }
 };
 

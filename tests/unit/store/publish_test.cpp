@@ -263,6 +263,35 @@ TEST_P(ReplaceInEntryTest, TheManifestAcceptsBothMeanwhile) {
 INSTANTIATE_TEST_SUITE_P(OldFile, ReplaceInEntryTest, ::testing::Values(false, true),
                          [](const auto& p) { return p.param ? "BeingWritten" : "Sealed"; });
 
+// A directory's move holds the directory, not the files in it: one written,
+// closed and sealed at its old place while the tree was hashed is recorded as
+// it is when the moved tree's records are written, not as it was hashed
+// (fsmix multi seed 7: "s/d0: d2/f2: is 11535 bytes, manifest says 7078
+// bytes", the whole entry quarantined). Into an entry, and as an entry.
+TEST_F(PublishTest, AFileChangedWhileItsDirectoryIsMovedIsRecordedAsItIsNow) {
+  stage("tmp/s", {{"a", "a"}});
+  ASSERT_TRUE(rename("tmp/s", "c/k").ok());
+  for (const std::string to : {"c/k/d", "c/e"}) {
+    stage("tmp/d", {{"f", "as hashed"}, {"g", "g"}});
+    bool changed = false;
+    options().fault_hook = [&](std::string_view step) {
+      if (step == "validated" && !changed) {
+        changed = true;
+        write_file(B("tmp/d/f"), "written meanwhile, longer");
+      }
+      return false;
+    };
+    open_store();
+    ASSERT_TRUE(rename("tmp/d", to).ok()) << to;
+    EXPECT_TRUE(changed) << to;
+    options().fault_hook = nullptr;
+    open_store();
+    EXPECT_EQ(read_visible(to + "/f"), "written meanwhile, longer") << to;
+    EXPECT_EQ(read_visible(to + "/g"), "g") << to;
+    EXPECT_EQ(quarantine_slots(), 0u) << to;
+  }
+}
+
 // An entry inside an entry is its own unit: a directory moved into an entry
 // is amended into it without what lies in an entry below it, and a change
 // inside the inner entry leaves the outer one valid.
