@@ -82,7 +82,9 @@ TEST(ReadWindow, AnOpenFileReadsOnAfterAMetadataChangeThroughTheMount) {
       {"chmod", [](const std::string& p) { return ::chmod(p.c_str(), 0600); }},
       {"setxattr", [](const std::string& p) { return ::setxattr(p.c_str(), "user.x", "1", 1, 0); }},
   };
-  for (const auto& [what, change] : changes) {
+  for (const auto& item : changes) {
+    const std::string& what = item.first;  // named, not bound: lambdas capture it (clang 14)
+    const auto& change = item.second;
     const std::string path = mount.m(what);
     {
       UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
