@@ -9,13 +9,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <memory>
 #include <new>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 #include "core/base/hide_reason.hpp"
@@ -325,10 +328,22 @@ Result<Listing> StoreReading::list(int dir_fd, pid_t caller) {
   std::shared_ptr<const EntryVerdict> entry;
   bool provisional = false;  // valid only once hard links' records are brought up to date: not kept
   if (ctx->entry) {
-    auto checked = s.judge.check_entry(dir_entry_location(*ctx->entry), VerifyDepth::stat_only, {}, nullptr,
-                                       &provisional);
-    if (!checked) return checked.error();
-    entry = std::move(*checked);
+    // A verdict that failed only because the entry changed while it was
+    // checked (a seal amending its manifest) says nothing about it: check
+    // again for a while, as judge_settled does for a name, rather than show
+    // an empty directory that a plain one never would.
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + std::chrono::seconds(1);
+    auto pause = std::chrono::microseconds(500);
+    for (;;) {
+      auto checked = s.judge.check_entry(dir_entry_location(*ctx->entry), VerifyDepth::stat_only, {}, nullptr,
+                                         &provisional);
+      if (!checked) return checked.error();
+      entry = std::move(*checked);
+      if (entry->valid || !entry->transient || Clock::now() >= deadline) break;
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(16000));
+    }
   }
   std::optional<ListingBasis> basis;
   if (entry && entry->valid && !provisional)

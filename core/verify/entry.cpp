@@ -430,15 +430,18 @@ bool EntryVerifier::check_listed_files(const EntryLocation& where, const Manifes
       Status s = check_listed_file(verifier_, where.base_fd, path, rec,
                                    alt == manifest.accept.end() ? nullptr : &alt->second, pass == 1, forced,
                                    &seen, &defect);
+      // Written through M right now (R4): whatever its check met, a file
+      // changing as it was hashed included, its seal decides, and the
+      // entry's other names stay visible meanwhile.
+      if (!s && listed_file_in_progress(where.base_fd, path)) {
+        v.amending = true;
+        continue;
+      }
       if (!s && s.code() != EBADMSG) {
         v.reason = s.error().message;
         v.transient = true;
         v.error = s.code();
         return false;
-      }
-      if (!s && listed_file_in_progress(where.base_fd, path)) {
-        v.amending = true;  // written through M right now: its seal decides (R4)
-        continue;
       }
       if (!s && below_inner_entry(where, path)) continue;  // the inner entry's to judge
       if (!s) {
