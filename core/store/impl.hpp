@@ -29,6 +29,7 @@
 #include <string_view>
 
 #include "core/store/consequences.hpp"
+#include "core/store/in_flight.hpp"
 #include "core/store/judge.hpp"
 #include "core/store/links.hpp"
 #include "core/store/listing.hpp"
@@ -51,7 +52,8 @@ struct StoreState {
   struct stat root_st {};
   Profile profile;
   StoreOptions options;
-  PendingSeals pending;  // seals that wait for space (space.hpp)
+  PendingSeals pending;     // seals that wait for space (space.hpp)
+  FilesInFlight in_flight;  // files a rename moves into an entry (in_flight.hpp)
   Policy policy;
   Metrics metrics;
   Verifier verifier;

@@ -90,6 +90,7 @@
 #include "core/manifest/manifest_file.hpp"
 #include "core/store/dir_context.hpp"
 #include "core/store/impl.hpp"
+#include "core/store/in_flight.hpp"
 #include "core/store/judge.hpp"
 #include "core/store/place.hpp"
 #include "core/store/records.hpp"
@@ -225,6 +226,10 @@ Result<Publisher::Holds> Publisher::holds(int dir_fd) {
             h.own.push_back(c.name);
           else if (st || st.code() != ENOENT)
             h.hidden = true;  // another reserved name, or one that cannot be told apart
+        } else if ((*j)->transient) {
+          // Invalid only because its entry changed while it was judged (a
+          // seal amending it): no leftover, something a lookup shows again.
+          h.visible = true;
         } else if ((*j)->verdict != Verdict::absent) {
           h.hidden = true;
         }
@@ -482,6 +487,8 @@ Status Publisher::amend_file(const Move& m, const FileRecord& rec, const Manifes
     if (!w && w.code() != EAGAIN) return w;
     if (auto crash = s_.policy.step(step::kManifestWritten)) return *crash;
   }
+  // Unlisted from its source until listed here: in progress meanwhile.
+  const FilesInFlight::Guard in_flight(s_.in_flight, m.sj.st);
   if (Status u = unlist_source(m); !u) return u;
   if (Status r = m.rename(m.flags); !r) return r;
   if (auto crash = s_.policy.step(step::kRenamed)) return *crash;

@@ -213,7 +213,7 @@ StoreState::StoreState(UniqueFd root, std::string root_path, const struct stat& 
       root_st(root_stat),
       profile(std::move(store_profile)),
       options(std::move(store_options)),
-      policy(options, pending),
+      policy(options, pending, in_flight),
       verifier(metrics),
       entries(verifier, options.verdict_ttl, 1u << 13, &profile),
       quarantine(root_fd.get(), options.quarantine_max_objects, options.quarantine_max_bytes, metrics),

@@ -292,6 +292,35 @@ TEST_F(PublishTest, AFileChangedWhileItsDirectoryIsMovedIsRecordedAsItIsNow) {
   }
 }
 
+// A file renamed into an entry is renamed in unlisted, then listed: in
+// between it is in progress (FilesInFlight), never a hidden leftover that R5
+// would count (a rename onto its directory quarantined the directory, fsmix
+// multi-entry seed 3 under ASan), and the entry stays valid.
+TEST_F(PublishTest, AFileRenamedIntoAnEntryIsInProgressUntilListed) {
+  stage("tmp/s", {{"a", "a"}});
+  ASSERT_TRUE(rename("tmp/s", "c/k").ok());
+  write_file(B("tmp/n"), "new file");
+  std::optional<ObjectKind> kind_between;
+  options().fault_hook = [&](std::string_view step) {
+    if (step == "renamed" && !kind_between) {
+      auto found = lookup("c/k/n");
+      kind_between = found ? found->kind : ObjectKind::being_removed;
+      if (!found) ADD_FAILURE() << found.error().message;
+    }
+    return false;
+  };
+  open_store();
+  ASSERT_TRUE(rename("tmp/n", "c/k/n").ok());
+  ASSERT_TRUE(kind_between.has_value());
+  EXPECT_EQ(*kind_between, ObjectKind::in_progress);
+  options().fault_hook = nullptr;
+  auto after = lookup("c/k/n");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->kind, ObjectKind::file_in_entry);
+  EXPECT_EQ(read_visible("c/k/a"), "a");
+  EXPECT_EQ(quarantine_slots(), 0u);
+}
+
 // An entry inside an entry is its own unit: a directory moved into an entry
 // is amended into it without what lies in an entry below it, and a change
 // inside the inner entry leaves the outer one valid.
