@@ -70,6 +70,7 @@ class Config:
 class Verdict:
     problems: list[tuple[str, str]] = field(default_factory=list)  # (category, text)
     seconds: float = 0.0
+    errnos: set[str] = field(default_factory=set)  # the "errno" problem's names
 
     def add(self, category: str, text: str) -> None:
         self.problems.append((category, text))
@@ -286,6 +287,7 @@ def _judge_mount(cfg: Config, binary: str, lists: list[list[fsmix.Op]], backing:
                        for i, o in enumerate(out) if o in NEVER_ON_PLAIN]
                 if odd:
                     names = sorted({line.rsplit(": ", 1)[1] for line in odd})
+                    v.errnos = set(names)
                     v.add("errno", f"errnos a plain directory never gives: {names}\n"
                           + "\n".join(odd[:8]))
             m.unmount()

@@ -62,37 +62,24 @@ KNOWN_FAILURES: dict[str, dict[int, str]] = {
     # Every single-process seed passes since hard links are followed by
     # inode and a rename may replace an empty entry (3 runs of 3).
     "single": {},
-    # Entry seeds 2, 3, 5, 6, 8, 9, 10, 11 and 12 pass since a seal racing a
-    # directory move keeps its record with the file (3 release sweeps of the
-    # 12 and 2 ASan sweeps, all passing but seed 1 once under ASan). Seeds 1
-    # and 7 stay: an rmdir answers ok where plain says ENOTEMPTY, right
-    # after two writes of a file in that directory, and the file is gone
-    # (seed 1, op 109, 1 ASan sweep in 2; seed 7 in release on 23af38d).
-    "entry": {
-        1: "op 109 rmdir('d2/d2'): plain ENOTEMPTY, sealfs ok; d2/d2/f0 missing (under ASan, 1 of 2)",
-        7: "op 85 link: plain ok, sealfs ENOENT; later op 21 rmdir: plain ENOTEMPTY, sealfs ok (flaky)",
-    },
-    # Seeds 1, 2, 5, 6 and 7 passed 3 sweeps of 3 at 204009f; 3, 4 and 8 did
-    # not (EBUSY and ESTALE, a file truncated to 0 bytes under its sealed
-    # size, a shared directory quarantined as holding only hidden objects).
-    "multi": {
-        1: "quarantine: p1/d2: R5: directory holding only hidden objects",
-        2: "quarantine: p1/d0: R5: directory holding only hidden objects (flaky)",
-        3: "errnos a plain directory never gives: EBUSY, ESTALE, EIO (flaky)",
-        4: "quarantine: s/d1: f0: is 0 bytes, manifest says 22836 bytes (flaky)",
-        5: "quarantine: p0/d0/f1/f2: f2: is 3140 bytes, manifest says 7845 bytes",
-        6: "errnos a plain directory never gives: EBUSY",
-        7: "quarantine, fsck (flaky: 3 of 8 runs)",
-        8: "errnos a plain directory never gives: EBUSY, EIO",
-    },
+    # Seeds 1 and 7 pass since an rmdir blocks on a child judged in passing
+    # (52e8693), and with entries kept listed while a seal amends them
+    # (3 release sweeps of the 12, 3 ASan sweeps).
+    "entry": {},
+    # Every multi-process seed passes since truncates, renames onto listed
+    # files, directory moves and renames into entries keep their files in
+    # progress or re-recorded (3 release and 4 ASan sweeps each), but for the
+    # ESTALE of TOLERATED_ERRNOS below.
+    "multi": {},
     "direct": {},
-    "multi-entry": {
-        1: "quarantine: kernels/k: p2/f0: is 1527 bytes, manifest says 2597 bytes",
-        2: "quarantine: kernels/k: p1/f1: is 922 bytes, manifest says 6061 bytes",
-        3: "quarantine: kernels/k: p0/f2: is 60791 bytes, manifest says 10033 bytes",
-        4: "errnos a plain directory never gives: EBUSY; quarantine: kernels/k",
-    },
+    "multi-entry": {},
 }
+# Errnos that, alone, fail no multi-process seed: an open (or a read) of a
+# file that another process just unlinked or replaced through another name
+# is answered ESTALE now and then where a plain directory opens the file
+# (1 ASan run in 3 of the 12 multi seeds; issue 38 keeps it open). Any
+# other problem with them (a quarantine, fsck, another errno) still fails.
+TOLERATED_ERRNOS: dict[str, set[str]] = {"multi": {"ESTALE"}, "multi-entry": {"ESTALE"}}
 # Problems no listed seed excuses.
 ALWAYS_FATAL = {"daemon", "run"}
 
@@ -117,9 +104,10 @@ class FsmixOnSealfs(sm.ScenarioTestCase):
                 if seed in known:
                     fixed.append(seed)
                 continue
-            excused = seed in known and not ALWAYS_FATAL & set(v.categories())
+            tolerated = set(v.categories()) == {"errno"} and v.errnos <= TOLERATED_ERRNOS.get(mode, set())
+            excused = tolerated or (seed in known and not ALWAYS_FATAL & set(v.categories()))
             (still if excused else new).append(seed)
-            tag = "known" if excused else "NEW FAILURE"
+            tag = "tolerated: " + ", ".join(sorted(v.errnos)) if tolerated else "known" if excused else "NEW FAILURE"
             print(f"[{mode}] seed {seed} fails ({tag}): {v.symptom()}\n    {v.summary()[:400]}\n"
                   f"    reproduce: {cfg.reproduce()}"
                   + ("" if cfg.procs else
