@@ -217,7 +217,9 @@ Result<Publisher::Holds> Publisher::holds(int dir_fd) {
       s_.judge.each_child(*ctx, dir_fd, nullptr, [&](const DirChild& c, const Result<Judgement>* j) {
         if (j != nullptr && !*j) {
           failed = (*j).error();
-        } else if (j != nullptr && (*j)->verdict == Verdict::visible) {
+        } else if (j != nullptr && ((*j)->verdict == Verdict::visible || (*j)->transient)) {
+          // Visible, or invalid only because its entry changed while it was
+          // judged (a seal amending it): something a lookup shows, no leftover.
           h.visible = true;
         } else if (j == nullptr) {
           const bool bookkeeping = c.name == kDirManifest || c.name.starts_with(kSidecarPrefix);
@@ -226,10 +228,6 @@ Result<Publisher::Holds> Publisher::holds(int dir_fd) {
             h.own.push_back(c.name);
           else if (st || st.code() != ENOENT)
             h.hidden = true;  // another reserved name, or one that cannot be told apart
-        } else if ((*j)->transient) {
-          // Invalid only because its entry changed while it was judged (a
-          // seal amending it): no leftover, something a lookup shows again.
-          h.visible = true;
         } else if ((*j)->verdict != Verdict::absent) {
           h.hidden = true;
         }

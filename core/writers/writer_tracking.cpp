@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -109,13 +110,13 @@ void WriterTracking::Change::end() {
 }
 
 WriterTracking::Change::Change(Change&& other) noexcept
-    : owner_(std::exchange(other.owner_, nullptr)), key_(other.key_) {}
+    : owner_(std::exchange(other.owner_, nullptr)), key_(std::exchange(other.key_, Key{0, 0})) {}
 
 WriterTracking::Change& WriterTracking::Change::operator=(Change&& other) noexcept {
   if (this != &other) {
     end();
     owner_ = std::exchange(other.owner_, nullptr);
-    key_ = other.key_;
+    key_ = std::exchange(other.key_, Key{0, 0});
   }
   return *this;
 }
