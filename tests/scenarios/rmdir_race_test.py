@@ -51,7 +51,16 @@ class RmdirRightAfterWrites(sm.ScenarioTestCase):
                     except OSError as e:
                         if e.errno != errno.ENOTEMPTY:
                             answers.append(f"{d}: {errno.errorcode.get(e.errno, e.errno)}")
-                self.assertEqual(answers, [], "rmdir of a non-empty directory must say ENOTEMPTY")
+                if answers:
+                    # What the daemon and fsck say of the entry, for the next reader.
+                    os.chdir(here)
+                    m.unmount()
+                    fsck = subprocess.run([sm.sealfs_binary(), "fsck", "-o", "profile=tilelang", m.backing],
+                                          capture_output=True, text=True, timeout=120)
+                    log = [line for line in m.log_text().splitlines() if line.strip()][-20:]
+                    self.fail(f"rmdir of a non-empty directory must say ENOTEMPTY: {answers[:5]} "
+                              f"({len(answers)} in all)\ndaemon: " + "\ndaemon: ".join(log)
+                              + "\nfsck: " + (fsck.stdout + fsck.stderr)[-3000:])
                 for i in range(ROUNDS):
                     with open(f"x{i}/f0", "rb") as f:
                         self.assertEqual(f.read(), fsmix.data(4225, i + 1), f"x{i}/f0")
