@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <atomic>
+#include <cstddef>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -26,6 +28,7 @@ class FilesInFlight {
     Guard(FilesInFlight& owner, const struct stat& st) : owner_(&owner), key_{st.st_dev, st.st_ino} {
       std::lock_guard lock(owner_->mu_);
       ++owner_->files_[key_];
+      owner_->count_.fetch_add(1, std::memory_order_release);
     }
     Guard(const Guard&) = delete;
     Guard& operator=(const Guard&) = delete;
@@ -33,6 +36,7 @@ class FilesInFlight {
       std::lock_guard lock(owner_->mu_);
       auto it = owner_->files_.find(key_);
       if (it != owner_->files_.end() && --it->second == 0) owner_->files_.erase(it);
+      owner_->count_.fetch_sub(1, std::memory_order_release);
     }
 
    private:
@@ -40,14 +44,18 @@ class FilesInFlight {
     Key key_;
   };
 
+  // Every judgement of a file asks (Policy::in_progress): no lock while
+  // nothing is in flight, as PendingSeals::holds.
   bool holds(const struct stat& st) const {
+    if (count_.load(std::memory_order_acquire) == 0) return false;
     std::lock_guard lock(mu_);
     return files_.count({st.st_dev, st.st_ino}) != 0;
   }
 
  private:
   mutable std::mutex mu_;
-  std::map<Key, unsigned> files_;  // under mu_: how many guards hold each
+  std::map<Key, unsigned> files_;      // under mu_: how many guards hold each
+  std::atomic<std::size_t> count_{0};  // guards alive
 };
 
 }  // namespace sealfs
