@@ -20,6 +20,10 @@
 //   - LinkRecords::lock_of      one stripe per inode record (links.hpp); never
 //                               held with a manifest lock
 //   - ListingMemory::mu_        the previous listings
+//   - EntryBounds::mu_          where directory entries begin (entry_bounds.hpp):
+//                               taken before any manifest lock, exclusively
+//                               around a directory's publish, shared around
+//                               a container's sidecar write
 #pragma once
 
 #include <sys/stat.h>
@@ -29,6 +33,7 @@
 #include <string_view>
 
 #include "core/store/consequences.hpp"
+#include "core/store/entry_bounds.hpp"
 #include "core/store/in_flight.hpp"
 #include "core/store/judge.hpp"
 #include "core/store/links.hpp"
@@ -54,6 +59,7 @@ struct StoreState {
   StoreOptions options;
   PendingSeals pending;     // seals that wait for space (space.hpp)
   FilesInFlight in_flight;  // files a rename moves into an entry (in_flight.hpp)
+  EntryBounds bounds;       // where directory entries begin (entry_bounds.hpp)
   Policy policy;
   Metrics metrics;
   Verifier verifier;

@@ -16,6 +16,7 @@
 #include "core/layout/paths.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/store/dir_context.hpp"
+#include "core/store/entry_bounds.hpp"
 #include "core/store/impl.hpp"
 #include "core/store/judge.hpp"
 #include "core/store/place.hpp"
@@ -79,6 +80,10 @@ Status sealed_link(Store::Impl& s, const Placed& src, const DirContext& dctx, in
     if (auto crash = s.policy.step(step::kAmended)) return *crash;
     return {};
   }
+  // In a container until the link is made: EAGAIN when its directory became
+  // (part of) an entry since dctx was found (entry_bounds.hpp).
+  auto outside = s.bounds.keep_container(dst_dir_fd);
+  if (!outside) return outside.error();
   if (Status w = s.records.write_sidecar(dst_dir_fd, dctx.rel, dn, *rec, std::nullopt, &extras, &src.st); !w)
     return w;
   if (auto crash = s.policy.step(step::kManifestWritten)) return *crash;
@@ -116,7 +121,16 @@ Result<Found> StorePublishing::link(int src_path_fd, int dst_dir_fd, std::string
     return found_at(dst_dir_fd, dst_name, ObjectKind::special, &placed->st);
   }
   const auto started = std::chrono::steady_clock::now();
-  if (Status done = sealed_link(s, *placed, *dctx, dst_dir_fd, dn); !done) return done.error();
+  Status done = sealed_link(s, *placed, *dctx, dst_dir_fd, dn);
+  // The destination's directory became (part of) an entry meanwhile: linked
+  // as a file of that entry.
+  for (int tries = 1; !done && done.code() == EAGAIN && tries < kPlaceTries; ++tries) {
+    auto again = s.places.context_of(dst_dir_fd);
+    if (!again) return again.error();
+    *dctx = std::move(*again);
+    done = sealed_link(s, *placed, *dctx, dst_dir_fd, dn);
+  }
+  if (!done) return done.error();
   s.metrics.publishes.fetch_add(1, std::memory_order_relaxed);
   s.metrics.publish_seconds.observe(std::chrono::steady_clock::now() - started);
   return found_at(dst_dir_fd, dst_name, dctx->entry ? ObjectKind::file_in_entry : ObjectKind::sealed_file,

@@ -18,6 +18,7 @@
 #include "core/layout/names.hpp"
 #include "core/layout/paths.hpp"
 #include "core/store/dir_context.hpp"
+#include "core/store/entry_bounds.hpp"
 #include "core/store/impl.hpp"
 #include "core/store/judge.hpp"
 #include "core/store/publish.hpp"
@@ -72,6 +73,20 @@ Result<Target> cleared_target(Store::Impl& s, int dir_fd, std::string_view name)
   auto j = s.consequences.clear_hidden(*ctx, dir_fd, name);
   if (!j) return j.error();
   return Target{std::move(*ctx), std::move(*j)};
+}
+
+// The record of a symlink or file just made in dir_fd, where ctx says; ctx
+// found again while its directory keeps becoming (part of) an entry
+// meanwhile (Records::seal_at's EAGAIN).
+Status seal_new(Store::Impl& s, DirContext& ctx, int dir_fd, std::string_view name) {
+  Status sealed = s.records.seal_at(ctx, dir_fd, name, false);
+  for (int tries = 1; !sealed && sealed.code() == EAGAIN && tries < kPlaceTries; ++tries) {
+    auto again = s.places.context_of(dir_fd);
+    if (!again) return again.error();
+    ctx = std::move(*again);
+    sealed = s.records.seal_at(ctx, dir_fd, name, false);
+  }
+  return sealed;
 }
 
 }  // namespace
@@ -137,7 +152,7 @@ Result<Found> StoreNamespace::symlink(int dir_fd, std::string_view name, std::st
     return errno_error("symlink " + ctx->child_rel(name));
   if (s.profile.is_volatile(ctx->child_rel(name))) return found_at(dir_fd, name, ObjectKind::volatile_obj);
   // Sealed at once (its content is its target), so that it is visible.
-  Status sealed = s.records.seal_at(*ctx, dir_fd, name, false);
+  Status sealed = seal_new(s, t->ctx, dir_fd, name);
   if (!sealed) {
     ::unlinkat(dir_fd, std::string(name).c_str(), 0);
     // Inside a directory entry, a symlink the profile refuses (a hashed
@@ -176,7 +191,7 @@ Result<Found> StoreNamespace::mknod(int dir_fd, std::string_view name, mode_t mo
   if (raw < 0) return errno_error("mknod " + ctx->child_rel(name));
   UniqueFd(raw).reset();
   if (vol) return found_at(dir_fd, name, ObjectKind::volatile_obj);
-  Status sealed = s.records.seal_at(*ctx, dir_fd, name, false);
+  Status sealed = seal_new(s, t->ctx, dir_fd, name);
   if (!sealed) return sealed.error();
   return found_at(dir_fd, name, ctx->entry ? ObjectKind::file_in_entry : ObjectKind::sealed_file);
 }

@@ -76,6 +76,7 @@
 #include <cstdio>  // renameat2
 #include <map>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -89,6 +90,7 @@
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/manifest_file.hpp"
 #include "core/store/dir_context.hpp"
+#include "core/store/entry_bounds.hpp"
 #include "core/store/impl.hpp"
 #include "core/store/in_flight.hpp"
 #include "core/store/judge.hpp"
@@ -308,6 +310,10 @@ Status Publisher::sync_parents(int sd, int dd) {
 Status Publisher::amend_dir(const Move& m, int src_fd) {
   const EntryRoot& entry = *m.dctx.entry;
   const std::string key = m.dctx.entry_key(m.dn);
+  // Its files stop being a container's: no sidecar is written below it
+  // until it is listed where it lands and no cached context says otherwise.
+  const auto reshaping = s_.bounds.reshape();
+  const DirMoveGuard contexts(s_.places.contexts(), true);
   std::map<std::string, Stamp> hashed;
   auto records = s_.records.records_for_tree(src_fd, key, m.dst_rel(), &hashed);
   if (!records) return records.error();
@@ -386,7 +392,13 @@ Status Publisher::publish_dir(const Move& m) {
     if (!h) return h.error();
     seal = !h->visible;
   }
+  // Made an entry: no sidecar is written below it from its records on until
+  // it is in place and no cached context says it is a container.
+  std::unique_lock<std::shared_mutex> reshaping;
+  std::optional<DirMoveGuard> contexts;
   if (seal) {
+    reshaping = s_.bounds.reshape();
+    contexts.emplace(s_.places.contexts(), true);
     std::map<std::string, Stamp> hashed;
     auto records = s_.records.records_for_tree(src->fd.get(), "", m.dst_rel(), &hashed);
     if (!records) return records.error();
@@ -518,6 +530,10 @@ std::optional<FileRecord> Publisher::old_sidecar_record(const Move& m, const Jud
 // dst in a container (or the root): a file entry with its own sidecar.
 Status Publisher::publish_file_entry(const Move& m, const FileRecord& rec, const Manifest& extras,
                                      const Judgement& dj) {
+  // In a container until the file is in: EAGAIN when dd became an entry
+  // since m was made (StorePublishing::rename makes it again).
+  auto outside = s_.bounds.keep_container(m.dd);
+  if (!outside) return outside.error();
   const std::optional<FileRecord> old = old_sidecar_record(m, dj);
   Status w = s_.records.write_sidecar(m.dd, m.dctx.rel, m.dn, rec, old, &extras, &m.sj.st);
   if (!w) return w;
@@ -552,20 +568,12 @@ Status Publisher::publish_file(const Move& m) {
   return publish_file_entry(m, *rec, extras, *dj);
 }
 
-}  // namespace
-
-Status StorePublishing::rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd,
-                               std::string_view dst_name, unsigned flags) {
-  Impl& s = *impl_;
+// One try of StorePublishing::rename: EAGAIN when the destination's
+// directory became (part of) an entry after its context was taken.
+Status rename_once(Store::Impl& s, int src_dir_fd, std::string_view src_name, int dst_dir_fd,
+                   std::string_view dst_name, unsigned flags) {
   DeferredInvalidations held(s.consequences);
   DirMoveGuard dir_moves(s.places.contexts());
-  if (Status ok = check_name(src_name); !ok) return ok.error();
-  if (Status ok = check_name(dst_name); !ok) return ok.error();
-  if ((flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) != 0 ||
-      (flags & (RENAME_NOREPLACE | RENAME_EXCHANGE)) == (RENAME_NOREPLACE | RENAME_EXCHANGE))
-    return make_error(EINVAL, "unsupported rename flags");
-  if (is_reserved_name(src_name)) return make_error(ENOENT, "reserved names are not visible");
-  if (is_reserved_name(dst_name)) return make_error(EPERM, "reserved name");
   auto sctx = s.places.context_of(src_dir_fd);
   if (!sctx) return sctx.error();
   auto dctx = s.places.context_of(dst_dir_fd);
@@ -596,6 +604,23 @@ Status StorePublishing::rename(int src_dir_fd, std::string_view src_name, int ds
   if (!done) return done;
   s.metrics.publishes.fetch_add(1, std::memory_order_relaxed);
   s.metrics.publish_seconds.observe(std::chrono::steady_clock::now() - started);
+  return done;
+}
+
+}  // namespace
+
+Status StorePublishing::rename(int src_dir_fd, std::string_view src_name, int dst_dir_fd,
+                               std::string_view dst_name, unsigned flags) {
+  if (Status ok = check_name(src_name); !ok) return ok.error();
+  if (Status ok = check_name(dst_name); !ok) return ok.error();
+  if ((flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) != 0 ||
+      (flags & (RENAME_NOREPLACE | RENAME_EXCHANGE)) == (RENAME_NOREPLACE | RENAME_EXCHANGE))
+    return make_error(EINVAL, "unsupported rename flags");
+  if (is_reserved_name(src_name)) return make_error(ENOENT, "reserved names are not visible");
+  if (is_reserved_name(dst_name)) return make_error(EPERM, "reserved name");
+  Status done = rename_once(*impl_, src_dir_fd, src_name, dst_dir_fd, dst_name, flags);
+  for (int tries = 1; !done && done.code() == EAGAIN && tries < kPlaceTries; ++tries)
+    done = rename_once(*impl_, src_dir_fd, src_name, dst_dir_fd, dst_name, flags);
   return done;
 }
 

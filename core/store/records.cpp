@@ -21,6 +21,7 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -36,6 +37,7 @@
 #include "core/manifest/manifest_file.hpp"
 #include "core/manifest/manifest_mac.hpp"
 #include "core/store/dir_context.hpp"
+#include "core/store/entry_bounds.hpp"
 #include "core/store/impl.hpp"  // IWYU pragma: keep (StoreState, reached through the alias Store::Impl)
 #include "core/store/links.hpp"
 #include "core/store/publish.hpp"
@@ -507,6 +509,12 @@ Status Records::seal_at(const DirContext& ctx, int dir_fd, std::string_view name
   if (ctx.entry) {
     if (Status s = list_record(*ctx.entry, how.key, *rec, extras, &*sealed_object); !s) return s;
   } else {
+    std::shared_lock<std::shared_mutex> outside;
+    if (bounds_ != nullptr) {
+      auto kept = bounds_->keep_container(dir_fd);
+      if (!kept) return make_error(kept.code(), rel + ": " + kept.error().message);
+      outside = std::move(*kept);
+    }
     if (Status s = write_sidecar(dir_fd, ctx.rel, name, *rec, std::nullopt, &extras); !s) return s;
     if (Status s = policy_.sync_directory(dir_fd); !s) return s;
   }

@@ -23,6 +23,7 @@
 #include "core/manifest/manifest.hpp"
 #include "core/manifest/profile.hpp"
 #include "core/store/dir_context.hpp"
+#include "core/store/entry_bounds.hpp"
 #include "core/store/policy.hpp"
 #include "core/store/store.hpp"
 #include "core/verify/verifier.hpp"
@@ -49,14 +50,17 @@ class Records {
  public:
   // All of them must outlive this object (they live in Store::Impl).
   // keys: null, or the key ring that signs every manifest written (-o key_file).
+  // bounds: null, or the lock under which a container's sidecars are written
+  // (entry_bounds.hpp).
   Records(const Profile& profile, const ValidatorRegistry& validators, const Policy& policy, Metrics& metrics,
-          Verifier& verifier, const KeyRing* keys = nullptr)
+          Verifier& verifier, const KeyRing* keys = nullptr, const EntryBounds* bounds = nullptr)
       : profile_(profile),
         validators_(validators),
         policy_(policy),
         metrics_(metrics),
         verifier_(verifier),
-        keys_(keys) {}
+        keys_(keys),
+        bounds_(bounds) {}
 
   // The stripe lock of the manifest(s) held by the directory `holder`.
   static std::mutex& manifest_lock(const struct stat& holder);
@@ -134,6 +138,8 @@ class Records {
   // name's record just sealed; this name is recorded only if it holds that
   // very content (size, and digest where both have one), else EAGAIN and
   // nothing is written: it changed since, which is not ours to vouch for.
+  // EAGAIN too when ctx is a container's and its directory became (part
+  // of) an entry meanwhile: place the file again (entry_bounds.hpp).
   Status seal_at(const DirContext& ctx, int dir_fd, std::string_view name, bool sync_data,
                  const LinkRecords* links = nullptr, std::optional<FileRecord>* sealed = nullptr,
                  const FileRecord* same_as = nullptr) const;
@@ -149,6 +155,7 @@ class Records {
   Metrics& metrics_;
   Verifier& verifier_;
   const KeyRing* keys_;
+  const EntryBounds* bounds_;
 };
 
 // Adds every section of `from.extra` into `into.extra`, entry by entry.

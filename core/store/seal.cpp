@@ -25,6 +25,7 @@
 #include "core/layout/paths.hpp"
 #include "core/manifest/manifest.hpp"
 #include "core/store/dir_context.hpp"
+#include "core/store/entry_bounds.hpp"
 #include "core/store/impl.hpp"
 #include "core/store/place.hpp"
 #include "core/store/store.hpp"
@@ -74,10 +75,10 @@ void seal_other_names(Store::Impl& s, const Placed& placed, const std::optional<
 Status StorePublishing::seal(int path_fd, PlaceHint hint) {
   Impl& s = *impl_;
   DeferredInvalidations held(s.consequences);
-  // A directory above the file renamed while it was hashed: its record was
-  // not written (Records::seal_at, ENOENT), and the file is placed again from
-  // its descriptor. Each try needs another rename to fail.
-  constexpr int kTries = 8;
+  // A directory above the file renamed while it was hashed (Records::seal_at,
+  // ENOENT), or made an entry (EAGAIN): its record was not written, and the
+  // file is placed again from its descriptor. Each try needs another rename
+  // to fail.
   for (int tries = 1;; ++tries) {
     auto closed = closed_file(s, path_fd, hint);
     if (!closed) return closed.error();
@@ -85,7 +86,7 @@ Status StorePublishing::seal(int path_fd, PlaceHint hint) {
     auto& [placed, ctx] = **closed;
     std::optional<FileRecord> record;  // none when it waits for space
     Status sealed = seal_with_room(s, ctx, placed, &record);
-    if (!sealed && sealed.code() == ENOENT && tries < kTries) continue;
+    if (!sealed && (sealed.code() == ENOENT || sealed.code() == EAGAIN) && tries < kPlaceTries) continue;
     if (!sealed) return sealed;
     s.metrics.seals.fetch_add(1, std::memory_order_relaxed);
     seal_other_names(s, placed, record);

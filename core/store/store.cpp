@@ -219,11 +219,16 @@ StoreState::StoreState(UniqueFd root, std::string root_path, const struct stat& 
       quarantine(root_fd.get(), options.quarantine_max_objects, options.quarantine_max_bytes, metrics),
       places(root_fd.get(), std::move(root_path), root_st, profile, options.verdict_ttl,
              options.dir_contexts_max),
-      records(profile, options.validators, policy, metrics, verifier, options.keys.get()),
+      records(profile, options.validators, policy, metrics, verifier, options.keys.get(), &bounds),
       links(root_fd.get(), root_st.st_dev, policy, verifier, records, options.keys.get()),
       judge(profile, entries, policy, links, metrics),
       consequences(root_fd.get(), judge, places, entries, quarantine, options.on_invalidate) {
   places.set_known_names(options.known_names, options.directory_of);
+  bounds.set_probe([this](int dir_fd) -> Result<bool> {
+    auto ctx = places.context_of(dir_fd);
+    if (!ctx) return ctx.error();
+    return ctx->entry.has_value();
+  });
   entries.set_max_hashed_size(profile.max_file_size);
   entries.set_in_progress([this](const struct stat& st) { return policy.in_progress(st); });
   entries.set_keys(options.keys);

@@ -10,8 +10,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <functional>
+#include <set>
+#include <string>
+#include <thread>
 
 #include "core/base/digest.hpp"
 #include "core/manifest/manifest_file.hpp"
@@ -318,6 +322,40 @@ TEST_F(PublishTest, AFileRenamedIntoAnEntryIsInProgressUntilListed) {
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->kind, ObjectKind::file_in_entry);
   EXPECT_EQ(read_visible("c/k/a"), "a");
+  EXPECT_EQ(quarantine_slots(), 0u);
+}
+
+// A file renamed into a container while that container is published as a
+// directory entry: nothing in the kernel orders the two renames (a
+// directory's rename does not lock the directory), and the file's sidecar
+// landed in the new entry, whose manifest did not list it: the file was
+// hidden from then on (fsmix multi seed 3 under ASan). Now the file's
+// publish waits for the directory's and lists it in the entry.
+TEST_F(PublishTest, AFileRenamedIntoAContainerBeingMadeAnEntryIsListedInIt) {
+  UniqueFd c = dir("c");
+  ASSERT_TRUE(store().mkdir(c.get(), "d", 0755).ok());
+  write_file(B("tmp/n"), "renamed in meanwhile");
+  std::thread mover;
+  Status moved_in = make_error(EINPROGRESS, "not run");
+  options().fault_hook = [&](std::string_view step) {
+    if (step == "validated" && !mover.joinable()) {
+      // c/d is still a container: the file's rename takes it for one.
+      mover = std::thread([&] { moved_in = rename("tmp/n", "c/d/n"); });
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return false;
+  };
+  open_store();
+  ASSERT_TRUE(rename("c/d", "c/e").ok());
+  ASSERT_TRUE(mover.joinable());
+  mover.join();
+  ASSERT_TRUE(moved_in.ok()) << moved_in.error().message;
+  options().fault_hook = nullptr;
+  open_store();
+  EXPECT_EQ(read_visible("c/e/n"), "renamed in meanwhile");
+  EXPECT_EQ(listed("c/e"), std::set<std::string>{"n"});
+  EXPECT_EQ(manifest_of("c/e", ".sealfs-manifest").files.count("n"), 1u);
+  EXPECT_FALSE(exists_nofollow(B("c/e/.sealfs-manifest.n")));
   EXPECT_EQ(quarantine_slots(), 0u);
 }
 
