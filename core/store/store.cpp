@@ -187,12 +187,15 @@ Result<UniqueFd> open_replaced(EntryVerifier& entries, int path_fd, int flags, c
 // A read open of a regular file: it must still be what a verdict vouches for.
 Result<UniqueFd> open_for_reading(Store::Impl& s, int path_fd, int flags, const struct stat& st,
                                   PlaceHint hint) {
+  // Written through M right now: opened without judging its content, which
+  // its seal decides (R4). By the inode, before any name: one that another
+  // process just unlinked or renamed over is still open to a caller that
+  // looked it up, as on a native filesystem (it got ESTALE here).
+  if (s.policy.in_progress(st)) return reopen_fd(path_fd, flags, &st);
   DirContext ctx;
   auto placed = s.places.place(path_fd, &ctx, &st, hint);
   if (!placed) return open_replaced(s.entries, path_fd, flags, st, placed.error().message);
-  // Written through M right now: opened without judging its content, which
-  // its seal decides (R4).
-  if (s.profile.is_volatile(placed->rel) || s.policy.in_progress(st)) return reopen_fd(path_fd, flags, &st);
+  if (s.profile.is_volatile(placed->rel)) return reopen_fd(path_fd, flags, &st);
   const std::string replaced = placed->rel + ": replaced meanwhile";
   auto j = s.judge.judge(ctx, placed->parent.get(), placed->name, VerifyDepth::cached);
   if (!j) return j.error();

@@ -134,6 +134,27 @@ TEST_F(StoreTest, OpenRechecksChangedFilesAndRefusesCreateFlags) {
   EXPECT_FALSE(exists_nofollow(B("c/k")));
 }
 
+// A file being written (in progress) that another process unlinks or
+// renames over after a reader looked it up still opens, as on a native
+// filesystem: its seal decides its content, not a manifest (R4), and it got
+// ESTALE (fsmix multi-process runs, now and then).
+TEST_F(StoreTest, AFileInProgressOpensAfterItsNameIsGone) {
+  UniqueFd root = dir("");
+  auto c = store().create(root.get(), "w", 0644, O_WRONLY | O_EXCL);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  add_writer(c->found.st);
+  ASSERT_EQ(::write(c->open_fd.get(), "being written", 13), 13);
+  auto looked_up = lookup("w");
+  ASSERT_TRUE(looked_up.ok());
+  ASSERT_EQ(::unlink(B("w").c_str()), 0);  // as a rename over it by another writer would
+  auto opened = store().open_file(looked_up->fd.get(), O_RDONLY);
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  char buf[32] = {};
+  EXPECT_EQ(::pread(opened->get(), buf, sizeof buf, 0), 13);
+  EXPECT_EQ(std::string(buf), "being written");
+  clear_writers();
+}
+
 // A name the caller looked up, then replaced (R6): the old file still opens
 // while it is exactly what was verified. Otherwise the error says which case
 // it is, because a READ answers them differently (fs/fuse/file_handles.cpp):
