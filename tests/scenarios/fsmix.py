@@ -97,8 +97,10 @@ def append(p: str, n: int, salt: int) -> None:
 def mmap_write(p: str, off: int, n: int, salt: int) -> Optional[str]:
     """The store runs in a forked child: one past the end of a file that
     another process shrank is SIGBUS, an outcome like an errno. This process
-    opens and closes the file, so a child's death is never a writer's death
-    (R4 would rightly abandon the file)."""
+    opens and closes the file, and the child keeps no descriptor of it, so a
+    child's death is never a writer's death (R4 would rightly abandon the
+    file: the child shares the parent's open file, and its FLUSH at a death
+    by a signal marked the handle abandoned, fsmix multi seed 3)."""
     fd = os.open(p, os.O_RDWR)
     try:
         pid = os.fork()
@@ -129,9 +131,12 @@ def _mmap_write(fd: int, off: int, n: int, salt: int) -> bool:
         return True
     off %= size
     n = min(n, size - off)
-    with mmap.mmap(fd, size) as m:
-        m[off:off + n] = data(n, salt)
-        m.flush()
+    m = mmap.mmap(fd, size)
+    # mmap keeps a dup of fd: every descriptor goes before the pages are
+    # touched, and the child dies (if it does) holding only the mapping.
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    m[off:off + n] = data(n, salt)
+    m.flush()
     return False
 
 
