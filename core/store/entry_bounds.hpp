@@ -10,9 +10,12 @@
 //
 // So a change of where entries begin holds this lock exclusively, from the
 // records it takes of the tree until the directory is in place and the
-// cached directory contexts are gone; a sidecar is written under its shared
-// hold, after the directory is found still outside every entry. The shared
-// hold covers the check and the write, never a hash.
+// cached directory contexts are gone (a directory leaving an entry is
+// unlisted first, then renamed, in that hold); a sidecar is written under
+// its shared hold, after the directory is found still outside every entry,
+// and so is a seal's record in an entry (its key checked under the
+// manifest's lock). The shared hold covers the check and the write, never
+// a hash.
 #pragma once
 
 #include <functional>
@@ -38,6 +41,12 @@ class EntryBounds {
   // Held while a directory becomes an entry or moves into one.
   [[nodiscard]] std::unique_lock<std::shared_mutex> reshape() const {
     return std::unique_lock<std::shared_mutex>(mu_);
+  }
+
+  // Held while a record is written into an entry's manifest for a file
+  // placed before: no directory is between leaving an entry and being gone.
+  [[nodiscard]] std::shared_lock<std::shared_mutex> keep() const {
+    return std::shared_lock<std::shared_mutex>(mu_);
   }
 
   // Held while a sidecar is written in dir_fd, a container's directory when

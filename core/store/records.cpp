@@ -507,6 +507,11 @@ Status Records::seal_at(const DirContext& ctx, int dir_fd, std::string_view name
                    noted.error().message.c_str());
   }
   if (ctx.entry) {
+    // No directory is half-way out of the entry meanwhile (a move unlists
+    // it, then renames it): the key's check below would still find the file,
+    // and the entry would list a name that then goes (fsmix single seed 39).
+    std::shared_lock<std::shared_mutex> settled;
+    if (bounds_ != nullptr) settled = bounds_->keep();
     if (Status s = list_record(*ctx.entry, how.key, *rec, extras, &*sealed_object); !s) return s;
   } else {
     std::shared_lock<std::shared_mutex> outside;

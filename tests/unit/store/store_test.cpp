@@ -263,26 +263,86 @@ TEST_F(SealDuringDirMoveTest, MovedWhileTheFileIsHashed) {
   expect_record_followed_the_file();
 }
 
-// The seal's record written after the move had dropped the directory's old
-// keys but before the rename itself: the move now carries it along.
+// A seal that comes after the move dropped the directory's old keys but
+// before the rename itself: its record used to be written under the old key
+// (the key still led to the file), and a move out of the entry then left the
+// entry listing a missing file (fsmix single seed 39). The seal now waits
+// for the move (EntryBounds), finds the old key gone and places the file
+// again.
 TEST_F(SealDuringDirMoveTest, SealedBetweenTheMovesUnlistAndItsRename) {
   UniqueFd f = written_in_place();
   ASSERT_TRUE(f);
-  bool sealed_between = false;
+  std::thread sealer;
+  Status sealed = make_error(EINPROGRESS, "not run");
   options().fault_hook = [&](std::string_view step) {
-    if (step == publish_steps::kSourceUnlisted && !sealed_between) {
-      sealed_between = true;
+    if (step == publish_steps::kSourceUnlisted && !sealer.joinable()) {
       clear_writers();
-      Status sealed = store().seal(f.get());
-      EXPECT_TRUE(sealed.ok()) << sealed.error().message;
+      sealer = std::thread([&] { sealed = store().seal(f.get()); });
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     return false;
   };
   open_store();
   Status moved = move_dir();
   ASSERT_TRUE(moved.ok()) << moved.error().message;
-  ASSERT_TRUE(sealed_between);
+  ASSERT_TRUE(sealer.joinable());
+  sealer.join();
+  EXPECT_TRUE(sealed.ok()) << sealed.error().message;
   expect_record_followed_the_file();
+}
+
+// A seal that placed and hashed the file before its directory left the
+// entry, and writes its record after the move dropped the directory's keys
+// but before the rename: the key still led to the file, and the entry c/k
+// kept listing d2/d0/f3 after d2 was gone, hidden whole (fsmix single seed
+// 39). The record now waits for the move (EntryBounds), finds the old key
+// gone, and the file is placed again, in d2's own manifest.
+TEST_F(SealDuringDirMoveTest, SealedBetweenTheUnlistAndTheRenameOfAMoveOutOfTheEntry) {
+  UniqueFd f = written_in_place();
+  ASSERT_TRUE(f);
+  std::thread sealer;
+  std::atomic<std::thread::id> sealer_id{};  // set by the sealer itself, before its first step
+  std::atomic<bool> hashed{false};
+  std::atomic<bool> unlisted{false};
+  Status sealed = make_error(EINPROGRESS, "not run");
+  const auto wait_for = [](const std::atomic<bool>& flag) {
+    for (int i = 0; i < 200 && !flag.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  };
+  options().fault_hook = [&](std::string_view step) {
+    if (std::this_thread::get_id() == sealer_id.load()) {
+      if (step == seal_steps::kDigested && !hashed.exchange(true)) wait_for(unlisted);
+      return false;
+    }
+    if (step == publish_steps::kFilesSynced && !sealer.joinable()) {
+      // The seal places the file while d2 is still a directory of c/k.
+      clear_writers();
+      sealer = std::thread([&] {
+        sealer_id = std::this_thread::get_id();
+        sealed = store().seal(f.get());
+      });
+      wait_for(hashed);
+    } else if (step == publish_steps::kSourceUnlisted) {
+      unlisted = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // room for the record, were it not held
+    }
+    return false;
+  };
+  open_store();
+  Status moved = rename("c/k/d2", "c/d2");
+  ASSERT_TRUE(moved.ok()) << moved.error().message;
+  ASSERT_TRUE(sealer.joinable());
+  sealer.join();
+  EXPECT_TRUE(hashed.load());
+  EXPECT_TRUE(sealed.ok()) << sealed.error().message;
+  options().fault_hook = nullptr;
+  open_store();
+  EXPECT_EQ(read_visible("c/d2/d0/f3"), "written in place");
+  EXPECT_EQ(read_visible("c/k/d0/x"), "x");
+  UniqueFd k = dir("c/k");
+  auto m = read_manifest_at(k.get(), ".sealfs-manifest");
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->manifest.files.count("d2/d0/f3"), 0u);
+  EXPECT_EQ(quarantine_slots(), 0u);
 }
 
 TEST_F(StoreTest, LongNamesGetHashedSidecars) {
