@@ -10,6 +10,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "core/base/result.hpp"
 #include "core/layout/names.hpp"

@@ -75,6 +75,7 @@
 #include <chrono>
 #include <cstdio>  // renameat2
 #include <map>
+#include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <string>
@@ -147,6 +148,19 @@ struct Move {
 
   std::string dst_rel() const { return dctx.child_rel(dn); }
   Status rename(unsigned with_flags) const { return rename_at(sd, sn, dd, dn, with_flags); }
+};
+
+// A directory made an entry, or moved into, out of or within one: where
+// entries begin changes (entry_bounds.hpp). From its records to its rename no
+// sidecar is written and no record is listed for a file placed before; the
+// cached directory contexts go before the hold does.
+class Reshaping {
+ public:
+  explicit Reshaping(Store::Impl& s) : hold_(s.bounds.reshape()), contexts_(s.places.contexts(), true) {}
+
+ private:
+  std::unique_lock<std::shared_mutex> hold_;
+  DirMoveGuard contexts_;  // destroyed first, while the hold is still held
 };
 
 // The R1/R6/R10 transactions, with the store's state at hand.
@@ -310,10 +324,7 @@ Status Publisher::sync_parents(int sd, int dd) {
 Status Publisher::amend_dir(const Move& m, int src_fd) {
   const EntryRoot& entry = *m.dctx.entry;
   const std::string key = m.dctx.entry_key(m.dn);
-  // Its files stop being a container's: no sidecar is written below it
-  // until it is listed where it lands and no cached context says otherwise.
-  const auto reshaping = s_.bounds.reshape();
-  const DirMoveGuard contexts(s_.places.contexts(), true);
+  const Reshaping reshaping(s_);  // it joins an entry, maybe from another
   std::map<std::string, Stamp> hashed;
   auto records = s_.records.records_for_tree(src_fd, key, m.dst_rel(), &hashed);
   if (!records) return records.error();
@@ -392,13 +403,9 @@ Status Publisher::publish_dir(const Move& m) {
     if (!h) return h.error();
     seal = !h->visible;
   }
-  // Made an entry: no sidecar is written below it from its records on until
-  // it is in place and no cached context says it is a container.
-  std::unique_lock<std::shared_mutex> reshaping;
-  std::optional<DirMoveGuard> contexts;
+  std::optional<Reshaping> reshaping;  // made an entry, or leaving one
   if (seal) {
-    reshaping = s_.bounds.reshape();
-    contexts.emplace(s_.places.contexts(), true);
+    reshaping.emplace(s_);
     std::map<std::string, Stamp> hashed;
     auto records = s_.records.records_for_tree(src->fd.get(), "", m.dst_rel(), &hashed);
     if (!records) return records.error();
