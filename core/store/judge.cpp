@@ -171,9 +171,12 @@ Result<Judgement> Judge::judge_in_entry(const DirContext& ctx, int dir_fd, std::
   if (type == S_IFDIR) return judge_dir(ctx, dir_fd, name, std::move(j), depth);
   if (!file) return hidden(std::move(j), HideReason::type, "unknown file type");
   // Written through M right now, listed or not: its seal decides (R4).
-  if (written || policy_.in_progress(j.st)) return shown(std::move(j), ObjectKind::in_progress);
+  if (written) return shown(std::move(j), ObjectKind::in_progress);
   if (v->manifest && v->manifest->files.count(j.key) != 0)
     return shown(std::move(j), ObjectKind::file_in_entry);
+  // Unlisted: asked once more only here (a writer that opened it since the
+  // first question), not on the common path of a listed file.
+  if (policy_.in_progress(j.st)) return shown(std::move(j), ObjectKind::in_progress);
   return hidden(std::move(j), HideReason::unlisted, std::string(kUnlistedReason));
 }
 
